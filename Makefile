@@ -1,0 +1,36 @@
+# Two entry points on a fresh machine: `make run` (the whole loop) and `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install build test test-fast run bench clean
+
+install: $(STAMP)
+
+# torch is pinned and installed first so no other package can pull a CUDA build.
+$(STAMP): pyproject.toml setup.py
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+# Rebuild the Cython extensions in place (incremental: only changed .pyx files compile).
+build: $(STAMP)
+	$(BIN)/python setup.py --quiet build_ext --inplace
+
+test: build
+	$(BIN)/python -m pytest -q
+
+test-fast: build
+	$(BIN)/python -m pytest -q -m "not slow"
+
+run: build
+	$(BIN)/tengen run $(ARGS)
+
+bench: build
+	$(BIN)/tengen bench go
+
+clean:
+	rm -rf build $(VENV) tengen/**/*.so tengen/**/*.c

@@ -1,0 +1,45 @@
+"""The `tengen` command: one argparse tree, one module per command group.
+
+Each module in COMMAND_MODULES exposes `register(subparsers)`, which adds its sub-parser and sets
+`func` (called with the parsed args, returning the exit code). Heavy imports (torch, grpc, kafka)
+happen inside the command functions so `tengen --help` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+COMMAND_MODULES = [
+    "tengen.commands.bench",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tengen",
+        description="tengen: distributed KataGo-style self-play training for Go.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""`tengen bench NAME`: run one benchmark from bench/ and print its figures.
+
+A benchmark module `bench/NAME.py` defines `DESCRIPTION`, optionally `add_arguments(parser)`, and
+`run(args) -> dict`. It prints human-readable progress itself; this command prints the returned
+figures as the last line, one JSON object with a "bench" key.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+
+BENCHMARKS: list[str] = []
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="run a benchmark (prints figures, ratio to a baseline, and a final JSON line)",
+        description="Benchmarks of the hot paths. Each ends with one line of JSON.",
+    )
+    benches = parser.add_subparsers(dest="bench", metavar="NAME", required=True)
+    for name in BENCHMARKS:
+        module = importlib.import_module(f"bench.{name}")
+        sub = benches.add_parser(name, help=module.DESCRIPTION, description=module.DESCRIPTION)
+        sub.add_argument("--seconds", type=float, default=10.0, help="time budget (default 10)")
+        if hasattr(module, "add_arguments"):
+            module.add_arguments(sub)
+        sub.set_defaults(func=_runner(name, module))
+
+
+def _runner(name, module):
+    def run(args: argparse.Namespace) -> int:
+        if args.seconds <= 0:
+            raise SystemExit("--seconds must be positive")
+        figures = {"bench": name, **module.run(args)}
+        print(json.dumps(figures), flush=True)
+        return 0
+
+    return run
