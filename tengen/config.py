@@ -1,0 +1,266 @@
+"""Configuration: one YAML preset plus `TENGEN_...` environment overrides, validated at start.
+
+A preset is a file in `configs/` (`tiny`, `cpu`, `paper`) or any YAML path. Every value lives in a
+typed section dataclass below; unknown keys, wrong types and out-of-range values are errors that
+name the key, so a typo never silently falls back to a default.
+
+Environment overrides use `TENGEN_<SECTION>__<KEY>` (double underscore), e.g.
+`TENGEN_TRAINER__BATCH_SIZE=128`. A few common settings have short names too (see ENV_ALIASES):
+`TENGEN_DATA_DIR`, `TENGEN_DATABASE_URL`, `TENGEN_RATINGS_TOKEN`, `TENGEN_RATINGS_URL`,
+`TENGEN_KAFKA_BOOTSTRAP`, `TENGEN_TRITON_URL`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+PRESETS = ("tiny", "cpu", "paper")
+
+
+class ConfigError(ValueError):
+    """A preset or an override is invalid; the message names the key."""
+
+
+@dataclass
+class RunConfig:
+    data_dir: str = "./tengen-data"  # everything a run writes lives under here
+    model_name: str = "tengen"  # Triton model name served to selfplay
+
+
+@dataclass
+class GameConfig:
+    board_sizes: list[int] = field(default_factory=lambda: [9])
+    board_size_weights: list[float] = field(default_factory=lambda: [1.0])
+    komi_mean: float = 7.0  # App. C: komi ~ N(7, 1) rounded to halves (scaled to board area)
+    komi_stdev: float = 1.0
+    wide_komi_prob: float = 0.05
+    handicap_prob: float = 0.05
+    max_moves_factor: float = 3.0  # a game is cut off after factor x area moves
+
+
+@dataclass
+class SearchConfig:
+    full_visits: int = 600  # playout cap randomization: N
+    fast_visits: int = 100  # n
+    full_search_prob: float = 0.25  # p
+    cpuct: float = 1.1
+    fpu_reduction: float = 0.2
+    dirichlet_alpha_total: float = 10.83  # 0.03 * 361, spread over the legal moves
+    noise_weight: float = 0.25
+    root_policy_temperature: float = 1.03
+    score_utility_weight: float = 0.5  # c_score
+    temperature_start: float = 0.8
+    temperature_end: float = 0.2
+    nn_cache_size: int = 65536
+
+
+@dataclass
+class SelfplayConfig:
+    workers: int = 1
+    games_in_parallel: int = 16  # G games per process, split into two halves in flight
+    sgf_sample_rate: float = 0.05  # fraction of games also written as SGF
+
+
+@dataclass
+class TrainerConfig:
+    arch: str = "b6c96"
+    batch_size: int = 256
+    momentum: float = 0.9
+    lr_per_sample: float = 6e-5  # alpha_0 of §4.7
+    lr_decay_lambda: float = 1e-7  # lambda of §4.7, per sample
+    warmup_samples: int = 5_000_000  # lower learning rate at the start (§4.7)
+    warmup_lr_factor: float = 1.0 / 3.0
+    l2: float = 3e-5
+    window_c: int = 250_000  # N_window = c(1 + beta((N_total/c)^alpha - 1)/alpha)
+    window_alpha: float = 0.75
+    window_beta: float = 0.4
+    min_rows_to_train: int = 250_000
+    samples_per_row: float = 4.0  # train on each row about this many times on average
+    snapshot_every: int = 250_000  # samples between SWA snapshots
+    candidate_every: int = 1_000_000  # samples between candidates
+    swa_decay: float = 0.75
+    threads: int = 1
+
+
+@dataclass
+class GatingConfig:
+    games: int = 200
+    wins_to_pass: int = 100
+    visits: int = 600
+    komi: float = 7.5
+    temperature: float = 0.5
+    sprt: bool = True  # stop early when the outcome is already clear
+
+
+@dataclass
+class RatingsConfig:
+    prior_draws: float = 2.0  # virtual draws against the pseudo-opponent
+    token: str = ""  # bearer token for writes; empty = writes refused
+    url: str = ""  # gRPC address of the ratings service; empty = open the store directly
+    database_url: str = ""  # SQLAlchemy URL; empty = SQLite file in the data dir
+    grpc_port: int = 50061
+    http_port: int = 8061
+    max_batch: int = 1000
+
+
+@dataclass
+class KafkaConfig:
+    bootstrap: str = "127.0.0.1:9092"
+
+
+@dataclass
+class TritonConfig:
+    url: str = "127.0.0.1:8001"  # gRPC
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+
+
+@dataclass
+class Config:
+    preset: str = "custom"
+    run: RunConfig = field(default_factory=RunConfig)
+    game: GameConfig = field(default_factory=GameConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    selfplay: SelfplayConfig = field(default_factory=SelfplayConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    gating: GatingConfig = field(default_factory=GatingConfig)
+    ratings: RatingsConfig = field(default_factory=RatingsConfig)
+    kafka: KafkaConfig = field(default_factory=KafkaConfig)
+    triton: TritonConfig = field(default_factory=TritonConfig)
+
+
+ENV_ALIASES = {
+    "TENGEN_DATA_DIR": ("run", "data_dir"),
+    "TENGEN_DATABASE_URL": ("ratings", "database_url"),
+    "TENGEN_RATINGS_TOKEN": ("ratings", "token"),
+    "TENGEN_RATINGS_URL": ("ratings", "url"),
+    "TENGEN_KAFKA_BOOTSTRAP": ("kafka", "bootstrap"),
+    "TENGEN_TRITON_URL": ("triton", "url"),
+}
+
+
+def load_config(preset: str | os.PathLike = "cpu", env: Mapping[str, str] | None = None) -> Config:
+    """Read a preset (name or path), apply environment overrides, validate, and return it."""
+    env = os.environ if env is None else env
+    path = _preset_path(preset)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from err
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    config = Config()
+    config.preset = str(raw.pop("preset", Path(path).stem))
+    for section, values in raw.items():
+        if not isinstance(values, dict):
+            raise ConfigError(f"{path}: section {section!r} must be a mapping")
+        for key, value in values.items():
+            _set(config, section, key, value, source=str(path))
+    for name, value in env.items():
+        if name in ENV_ALIASES:
+            _set(config, *ENV_ALIASES[name], value, source=name)
+        elif name.startswith("TENGEN_") and "__" in name:
+            section, _, key = name[len("TENGEN_"):].partition("__")
+            _set(config, section.lower(), key.lower(), value, source=name)
+    validate(config)
+    return config
+
+
+def _preset_path(preset: str | os.PathLike) -> Path:
+    if str(preset) in PRESETS:
+        return CONFIG_DIR / f"{preset}.yaml"
+    path = Path(preset)
+    if not path.is_file():
+        raise ConfigError(f"unknown preset {str(preset)!r}: use one of {', '.join(PRESETS)} or a YAML path")
+    return path
+
+
+def _set(config: Config, section: str, key: str, value: Any, source: str) -> None:
+    target = getattr(config, section, None)
+    if not dataclasses.is_dataclass(target):
+        raise ConfigError(f"{source}: unknown section {section!r}")
+    hints = typing.get_type_hints(type(target))
+    if key not in hints:
+        raise ConfigError(f"{source}: unknown key {section}.{key}")
+    setattr(target, key, _coerce(value, hints[key], f"{source}: {section}.{key}"))
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """Convert YAML values or environment strings to the declared type, or fail naming the key."""
+    origin = typing.get_origin(hint)
+    if origin is list:
+        (item_type,) = typing.get_args(hint)
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v.strip()]
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        return [_coerce(v, item_type, where) for v in value]
+    try:
+        if hint is bool:
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if hint is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)
+            return int(str(value).replace("_", "")) if isinstance(value, str) else int(value)
+        if hint is float:
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return float(value)
+        if hint is str:
+            return str(value)
+    except ValueError as err:
+        raise ConfigError(f"{where}: expected {hint.__name__}, got {value!r}") from err
+    raise ConfigError(f"{where}: unsupported type {hint}")
+
+
+def validate(config: Config) -> None:
+    """Range checks that the types alone cannot express."""
+    problems: list[str] = []
+
+    def check(ok: bool, message: str) -> None:
+        if not ok:
+            problems.append(message)
+
+    game, search, trainer, gating = config.game, config.search, config.trainer, config.gating
+    check(bool(game.board_sizes), "game.board_sizes must not be empty")
+    check(all(7 <= s <= 19 for s in game.board_sizes), "game.board_sizes must be within 7..19")
+    check(len(game.board_size_weights) == len(game.board_sizes),
+          "game.board_size_weights must have one weight per board size")
+    check(all(w >= 0 for w in game.board_size_weights) and sum(game.board_size_weights) > 0,
+          "game.board_size_weights must be >= 0 with a positive sum")
+    for name in ("wide_komi_prob", "handicap_prob"):
+        check(0 <= getattr(game, name) <= 1, f"game.{name} must be within 0..1")
+    check(search.full_visits >= search.fast_visits >= 1, "search.full_visits >= search.fast_visits >= 1")
+    check(0 < search.full_search_prob <= 1, "search.full_search_prob must be within (0, 1]")
+    check(0 <= search.noise_weight < 1, "search.noise_weight must be within [0, 1)")
+    check(search.cpuct > 0 and search.root_policy_temperature > 0, "search.cpuct and temperatures > 0")
+    check(config.selfplay.workers >= 1 and config.selfplay.games_in_parallel >= 2,
+          "selfplay.workers >= 1 and selfplay.games_in_parallel >= 2")
+    check(0 <= config.selfplay.sgf_sample_rate <= 1, "selfplay.sgf_sample_rate must be within 0..1")
+    check(trainer.batch_size >= 1 and trainer.window_c >= 1, "trainer.batch_size and window_c >= 1")
+    check(0 < trainer.window_alpha <= 1 and trainer.window_beta > 0, "trainer.window_alpha in (0,1], beta > 0")
+    check(0 <= trainer.swa_decay < 1, "trainer.swa_decay must be within [0, 1)")
+    check(trainer.candidate_every >= trainer.snapshot_every >= 1,
+          "trainer.candidate_every >= trainer.snapshot_every >= 1")
+    check(trainer.lr_per_sample > 0 and 0 <= trainer.momentum < 1, "trainer.lr_per_sample > 0, momentum in [0,1)")
+    check(1 <= gating.wins_to_pass <= gating.games, "gating.wins_to_pass must be within 1..gating.games")
+    check(gating.visits >= 1 and gating.temperature >= 0, "gating.visits >= 1, temperature >= 0")
+    check(config.ratings.prior_draws >= 0 and config.ratings.max_batch >= 1,
+          "ratings.prior_draws >= 0, max_batch >= 1")
+    if problems:
+        raise ConfigError("invalid configuration: " + "; ".join(problems))

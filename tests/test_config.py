@@ -1,0 +1,65 @@
+"""Presets load and validate; environment overrides apply with types; bad input names the key."""
+from pathlib import Path
+
+import pytest
+
+from tengen.config import PRESETS, ConfigError, load_config
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_every_preset_loads(name: str) -> None:
+    config = load_config(name, env={})
+    assert config.preset == name
+    assert config.gating.wins_to_pass <= config.gating.games
+
+
+def test_paper_preset_keeps_the_paper_constants() -> None:
+    config = load_config("paper", env={})
+    assert (config.search.cpuct, config.search.fpu_reduction) == (1.1, 0.2)
+    assert (config.trainer.window_alpha, config.trainer.window_beta) == (0.75, 0.4)
+    assert config.trainer.swa_decay == 0.75 and config.trainer.l2 == 3e-5
+    assert config.game.board_sizes == list(range(9, 20))
+
+
+def test_environment_overrides_are_typed() -> None:
+    env = {
+        "TENGEN_TRAINER__BATCH_SIZE": "128",
+        "TENGEN_GAME__BOARD_SIZES": "9,13",
+        "TENGEN_GAME__BOARD_SIZE_WEIGHTS": "1,2",
+        "TENGEN_GATING__SPRT": "no",
+        "TENGEN_DATA_DIR": "/tmp/run1",
+        "UNRELATED": "x",
+    }
+    config = load_config("tiny", env=env)
+    assert config.trainer.batch_size == 128
+    assert config.game.board_sizes == [9, 13]
+    assert config.gating.sprt is False
+    assert config.run.data_dir == "/tmp/run1"
+
+
+@pytest.mark.parametrize(
+    "env, fragment",
+    [
+        ({"TENGEN_TRAINER__BATCH_SIZ": "1"}, "unknown key trainer.batch_siz"),
+        ({"TENGEN_NOPE__X": "1"}, "unknown section 'nope'"),
+        ({"TENGEN_TRAINER__BATCH_SIZE": "many"}, "trainer.batch_size: expected int"),
+        ({"TENGEN_GAME__BOARD_SIZES": "5"}, "within 7..19"),
+        ({"TENGEN_GATING__WINS_TO_PASS": "500"}, "gating.wins_to_pass"),
+    ],
+)
+def test_bad_overrides_name_the_key(env: dict, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment.replace(".", r"\.").replace("(", r"\(")):
+        load_config("tiny", env=env)
+
+
+def test_bad_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown preset"):
+        load_config("huge", env={})
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("trainer: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(broken, env={})
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text("trainer:\n  batch_size: 2.5\n")
+    with pytest.raises(ConfigError, match="trainer.batch_size"):
+        load_config(wrong, env={})
