@@ -14,6 +14,7 @@ DIRECTIVES = {
 # One entry per compiled module; keep this list in sync with the .pyx files.
 MODULES = [
     "tengen.go.board",
+    "tengen.go.playout",
 ]
 
 

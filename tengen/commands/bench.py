@@ -10,7 +10,7 @@ import argparse
 import importlib
 import json
 
-BENCHMARKS: list[str] = []
+BENCHMARKS: list[str] = ["go"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
