@@ -13,6 +13,7 @@ import sys
 
 COMMAND_MODULES = [
     "tengen.commands.bench",
+    "tengen.commands.sgf",
 ]
 
 
