@@ -275,7 +275,7 @@ def read_game(data: bytes | str, rules: Rules | None = None) -> SgfGame:
     if "KM" in root:
         game.komi = float(reader.get(root, "KM"))
         # The engine's limits: scores are whole or half points, and a komi beyond the board's
-        # area is a typo (some servers write KM[375] meaning 3.75).
+        # area cannot be meant.
         if not (game.komi * 2).is_integer() or abs(game.komi) > x_size * y_size:
             raise SgfError(
                 f"bad KM value '{_show(root['KM'][0])}': komi must be a multiple of 0.5 "
