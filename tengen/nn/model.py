@@ -1,0 +1,418 @@
+"""KataGo's pre-activation ResNet (paper Appendix A; sizes from the AAAI version's Table 3).
+
+Masking (paper §4.3, "other methods: training on multiple board sizes"): a batch may mix board
+sizes, each position zero-padded to the largest one, with input channel ON_BOARD as the 0/1 mask.
+Every batch norm + ReLU multiplies its output by the mask, so each convolution sees zeros off the
+board exactly as zero padding would; batch-norm statistics and pooling means count on-board
+points only; off-board policy logits are set to OFF_BOARD_LOGIT and off-board ownership to 0.
+A position therefore gives the same outputs alone or padded inside a batch.
+
+The whole net is TorchScript-compatible (tengen.nn.export scripts it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tengen.go.planes import KOMI, MAX_BOARD, NUM_GLOBAL, NUM_SPATIAL, ON_BOARD
+
+# Board lengths the pooling scales are centred on: B in [B_min, B_max] = [9, 19] (App. A).
+POOL_B_MID = 14.0
+# sigma^2 = 1/11 * sum_{b=9}^{19} (b - 14)^2 = 10, for the value head's quadratic pooling term.
+POOL_B_VARIANCE = 10.0
+# Score belief bins s in {-S+0.5, ..., S-0.5} with S = 19*19 + 60 (App. A, footnote 31).
+SCORE_LIMIT = MAX_BOARD * MAX_BOARD + 60
+NUM_SCORE_BINS = 2 * SCORE_LIMIT
+# Score mean and stdev outputs are scaled by 20 so raw outputs stay near unit scale (footnote 29).
+SCORE_SCALE = 20.0
+# Logit given to off-board points: exp() of it is exactly 0 in float32, and it stays finite in
+# float16 so a served half-precision model cannot produce inf * 0 = NaN downstream.
+OFF_BOARD_LOGIT = -1.0e4
+NUM_ROOT_VARIANCES = 4  # variance of the MCTS root value between 1 and {4, 16, 64, 256} visits
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """The constants of one net size (AAAI paper Table 3)."""
+
+    name: str
+    blocks: int  # n: residual blocks in the trunk
+    channels: int  # c: trunk channels
+    pool_channels: int  # c_pool: channels pooled to bias the rest in a global pooling block
+    head_channels: int  # c_head: policy head P/G channels, value head V channels
+    value_channels: int  # c_val: hidden width of the value and score-belief subheads
+    gpool_blocks: int  # residual blocks using the global pooling bias structure
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.gpool_blocks <= self.blocks:
+            raise ValueError(f"{self.name}: need 1 <= gpool_blocks <= blocks")
+        if not 0 < self.pool_channels < self.channels:
+            raise ValueError(f"{self.name}: need 0 < pool_channels < channels")
+
+    def gpool_positions(self) -> tuple[int, ...]:
+        """Indices of the global pooling blocks, spaced at regular intervals in the trunk."""
+        k = self.gpool_blocks
+        return tuple((self.blocks * (j + 1)) // (k + 1) for j in range(k))
+
+
+ARCHITECTURES: dict[str, Architecture] = {
+    a.name: a
+    for a in (
+        # Tiny nets for tests: still one global pooling block so every code path runs.
+        Architecture("b1c16", 1, 16, 8, 8, 8, 1),
+        Architecture("b2c32", 2, 32, 16, 16, 16, 1),
+        # The paper's sizes; 2, 2, 2 and 3 global pooling blocks respectively.
+        Architecture("b6c96", 6, 96, 32, 32, 48, 2),
+        Architecture("b10c128", 10, 128, 32, 32, 64, 2),
+        Architecture("b15c192", 15, 192, 64, 32, 80, 2),
+        Architecture("b20c256", 20, 256, 64, 48, 96, 3),
+    )
+}
+
+
+def build_model(name: str) -> "KataGoNet":
+    """A freshly initialised net of the named size (see ARCHITECTURES)."""
+    try:
+        arch = ARCHITECTURES[name]
+    except KeyError:
+        raise ValueError(f"unknown architecture {name!r}; known: {', '.join(ARCHITECTURES)}") from None
+    return KataGoNet(arch)
+
+
+class ModelOutputs(NamedTuple):
+    """Every output of the net, all from the perspective of the player to move."""
+
+    policy_logits: Tensor  # [B, H*W+1], pass last, off-board = OFF_BOARD_LOGIT
+    opponent_policy_logits: Tensor  # [B, H*W+1], the opponent's reply on the next turn
+    value_logits: Tensor  # [B, 3] win / loss / no result
+    score_mean: Tensor  # [B] points
+    score_stdev: Tensor  # [B] points
+    root_variance: Tensor  # [B, 4]
+    ownership_logits: Tensor  # [B, H, W] pre-tanh, 0 off the board
+    ownership: Tensor  # [B, H, W] tanh, in [-1, 1]
+    score_belief_logits: Tensor  # [B, NUM_SCORE_BINS], already multiplied by softplus(gamma)
+    score_gamma: Tensor  # [B] the belief's internal scaling activation (penalised in the loss)
+    mask: Tensor  # [B, H, W] 1.0 on the board
+
+
+class BoardGeometry(NamedTuple):
+    mask: Tensor  # [B, 1, H, W]
+    total: Tensor  # [] on-board points in the whole batch (batch-norm divisor)
+    area: Tensor  # [B, 1] on-board points per sample (pooling divisor)
+    size_scale: Tensor  # [B, 1] (b - 14) / 10 with b = sqrt(area)
+    size_scale_sq: Tensor  # [B, 1] ((b - 14)^2 - 10) / 100
+
+
+# Functions compiled by TorchScript take the module constants as default arguments: TorchScript
+# cannot read Python globals.
+
+
+def board_geometry(
+    spatial: Tensor, on_board: int = ON_BOARD, b_mid: float = POOL_B_MID, b_variance: float = POOL_B_VARIANCE
+) -> BoardGeometry:
+    mask = spatial[:, on_board : on_board + 1]
+    # clamp: an all-off-board sample would divide by zero; it gives garbage, never NaN.
+    area = mask.sum(dim=(2, 3)).clamp_min(1.0)
+    length = torch.sqrt(area)
+    size_scale = (length - b_mid) / 10.0
+    size_scale_sq = ((length - b_mid) ** 2 - b_variance) / 100.0
+    total = mask.sum().clamp_min(1.0)
+    return BoardGeometry(mask, total, area, size_scale, size_scale_sq)
+
+
+class MaskedBatchNormReLU(nn.Module):
+    """Batch norm whose statistics count on-board points only, then ReLU, then the mask."""
+
+    def __init__(self, channels: int, momentum: float = 0.1, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.momentum = momentum
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
+        self.register_buffer("running_mean", torch.zeros(channels))
+        self.register_buffer("running_var", torch.ones(channels))
+
+    def forward(self, x: Tensor, mask: Tensor, total: Tensor) -> Tensor:
+        if self.training:
+            mean = (x * mask).sum(dim=(0, 2, 3)) / total
+            centered = (x - mean.view(1, -1, 1, 1)) * mask
+            var = (centered * centered).sum(dim=(0, 2, 3)) / total
+            with torch.no_grad():
+                # running_var tracks the unbiased estimate, as torch's BatchNorm does.
+                unbiased = var * total / (total - 1.0).clamp_min(1.0)
+                self.running_mean.mul_(1.0 - self.momentum).add_(mean * self.momentum)
+                self.running_var.mul_(1.0 - self.momentum).add_(unbiased * self.momentum)
+            scale = self.weight * torch.rsqrt(var + self.eps)
+            y = centered * scale.view(1, -1, 1, 1) + self.bias.view(1, -1, 1, 1)
+        else:
+            scale = self.weight * torch.rsqrt(self.running_var + self.eps)
+            shift = self.bias - self.running_mean * scale
+            y = x * scale.view(1, -1, 1, 1) + shift.view(1, -1, 1, 1)
+        return F.relu(y) * mask
+
+
+def global_pool(x: Tensor, geo: BoardGeometry) -> Tensor:
+    """[mean, mean * (b-14)/10, max] per channel of a masked, non-negative x -> [B, 3C].
+
+    x comes out of MaskedBatchNormReLU, so it is >= 0 on the board and exactly 0 off it: the
+    plain max over the padded tensor equals the max over the board.
+    """
+    mean = x.sum(dim=(2, 3)) / geo.area
+    return torch.cat([mean, mean * geo.size_scale, x.amax(dim=(2, 3))], dim=1)
+
+
+def value_pool(x: Tensor, geo: BoardGeometry) -> Tensor:
+    """The value head's pooling: the max is replaced by a mean scaled quadratically in b."""
+    mean = (x * geo.mask).sum(dim=(2, 3)) / geo.area
+    return torch.cat([mean, mean * geo.size_scale, mean * geo.size_scale_sq], dim=1)
+
+
+def conv(in_channels: int, out_channels: int, size: int) -> nn.Conv2d:
+    # No bias: every convolution feeds a batch norm or a masked head output.
+    return nn.Conv2d(in_channels, out_channels, size, padding=size // 2, bias=False)
+
+
+class ResBlock(nn.Module):
+    """BN, ReLU, 3x3 conv, BN, ReLU, 3x3 conv, plus the skip connection."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.norm1 = MaskedBatchNormReLU(channels)
+        self.conv1 = conv(channels, channels, 3)
+        self.norm2 = MaskedBatchNormReLU(channels)
+        self.conv2 = conv(channels, channels, 3)
+
+    def forward(self, x: Tensor, geo: BoardGeometry) -> Tensor:
+        h = self.conv1(self.norm1(x, geo.mask, geo.total))
+        return x + self.conv2(self.norm2(h, geo.mask, geo.total))
+
+
+class GlobalPoolResBlock(nn.Module):
+    """A residual block whose first conv's first c_pool channels are pooled to bias the rest."""
+
+    def __init__(self, channels: int, pool_channels: int) -> None:
+        super().__init__()
+        self.pool_channels = pool_channels
+        rest = channels - pool_channels
+        self.norm1 = MaskedBatchNormReLU(channels)
+        self.conv1 = conv(channels, channels, 3)
+        self.pool_norm = MaskedBatchNormReLU(pool_channels)
+        self.pool_linear = nn.Linear(3 * pool_channels, rest, bias=False)
+        self.norm2 = MaskedBatchNormReLU(rest)
+        self.conv2 = conv(rest, channels, 3)
+
+    def forward(self, x: Tensor, geo: BoardGeometry) -> Tensor:
+        h = self.conv1(self.norm1(x, geo.mask, geo.total))
+        g = self.pool_norm(h[:, : self.pool_channels], geo.mask, geo.total)
+        bias = self.pool_linear(global_pool(g, geo))
+        h = h[:, self.pool_channels :] + bias.unsqueeze(-1).unsqueeze(-1)
+        return x + self.conv2(self.norm2(h, geo.mask, geo.total))
+
+
+class Trunk(nn.Module):
+    def __init__(self, arch: Architecture) -> None:
+        super().__init__()
+        c = arch.channels
+        self.input_conv = conv(NUM_SPATIAL, c, 5)
+        self.global_linear = nn.Linear(NUM_GLOBAL, c, bias=False)
+        gpool = set(arch.gpool_positions())
+        self.blocks = nn.ModuleList(
+            [GlobalPoolResBlock(c, arch.pool_channels) if i in gpool else ResBlock(c) for i in range(arch.blocks)]
+        )
+        self.final_norm = MaskedBatchNormReLU(c)
+
+    def forward(self, spatial: Tensor, global_inputs: Tensor, geo: BoardGeometry) -> Tensor:
+        x = self.input_conv(spatial * geo.mask) + self.global_linear(global_inputs).unsqueeze(-1).unsqueeze(-1)
+        x = x * geo.mask
+        for block in self.blocks:
+            x = block(x, geo)
+        return self.final_norm(x, geo.mask, geo.total)
+
+
+class PolicyHead(nn.Module):
+    """Policy and opponent-policy logits [B, 2, H*W+1]; pass logits from G's pooled values."""
+
+    def __init__(self, arch: Architecture) -> None:
+        super().__init__()
+        c, ch = arch.channels, arch.head_channels
+        self.p_conv = conv(c, ch, 1)
+        self.g_conv = conv(c, ch, 1)
+        self.g_norm = MaskedBatchNormReLU(ch)
+        self.g_linear = nn.Linear(3 * ch, ch, bias=False)
+        self.p_norm = MaskedBatchNormReLU(ch)
+        self.out_conv = conv(ch, 2, 1)
+        self.pass_linear = nn.Linear(3 * ch, 2, bias=False)
+        self.off_board_logit = OFF_BOARD_LOGIT
+
+    def forward(self, x: Tensor, geo: BoardGeometry) -> Tensor:
+        p = self.p_conv(x)
+        g_pooled = global_pool(self.g_norm(self.g_conv(x), geo.mask, geo.total), geo)
+        p = p + self.g_linear(g_pooled).unsqueeze(-1).unsqueeze(-1)
+        board = self.out_conv(self.p_norm(p, geo.mask, geo.total))
+        board = torch.where(geo.mask > 0.5, board, torch.full_like(board, self.off_board_logit))
+        return torch.cat([board.flatten(2), self.pass_linear(g_pooled).unsqueeze(-1)], dim=2)
+
+
+class ValueHead(nn.Module):
+    """V, its pooled values, the 9 game-outcome outputs and the ownership logits."""
+
+    def __init__(self, arch: Architecture) -> None:
+        super().__init__()
+        ch = arch.head_channels
+        self.v_conv = conv(arch.channels, ch, 1)
+        self.outcome_hidden = nn.Linear(3 * ch, arch.value_channels)
+        self.outcome_out = nn.Linear(arch.value_channels, 3 + 2 + NUM_ROOT_VARIANCES)
+        self.ownership_conv = conv(ch, 1, 1)
+
+    def forward(self, x: Tensor, geo: BoardGeometry) -> tuple[Tensor, Tensor, Tensor]:
+        """-> (V_pooled [B, 3c_head], outcome [B, 9] raw, ownership logits [B, H, W])."""
+        v = self.v_conv(x)
+        pooled = value_pool(v, geo)
+        outcome = self.outcome_out(F.relu(self.outcome_hidden(pooled)))
+        ownership = (self.ownership_conv(v) * geo.mask).squeeze(1)
+        return pooled, outcome, ownership
+
+
+def score_values() -> Tensor:
+    """The score belief's bin centres -S+0.5, ..., S-0.5 [NUM_SCORE_BINS]."""
+    return torch.arange(NUM_SCORE_BINS, dtype=torch.float32) - (SCORE_LIMIT - 0.5)
+
+
+def score_parity(area: Tensor, komi: Tensor, scores: Tensor) -> Tensor:
+    """Parity(s): 1 where score s is normally possible, 0 where not [B, NUM_SCORE_BINS].
+
+    With every point owned, own - opp = area - 2*opp, so final scores (komi included) lie on
+    the lattice area + komi + 2Z. The value is 1 - (distance from s to that lattice), which is
+    exactly 1 or 0 for half-integer komi and 0.5 everywhere for integer komi, where the bin
+    centres s (half-integers) are all equally far from the possible (integer) scores.
+    """
+    offset = torch.remainder(scores.unsqueeze(0) - (area + komi).unsqueeze(1), 2.0)
+    return 1.0 - torch.minimum(offset, 2.0 - offset)
+
+
+class ScoreBeliefHead(nn.Module):
+    """Logits over final score differences: shared-weight layers per bin, scaled by softplus(gamma)."""
+
+    def __init__(self, arch: Architecture) -> None:
+        super().__init__()
+        pooled = 3 * arch.head_channels
+        self.pooled_channels = pooled
+        self.gamma_hidden = nn.Linear(pooled, arch.value_channels)
+        self.gamma_out = nn.Linear(arch.value_channels, 1)
+        # Input per bin: V_pooled ++ (0.05 * s, Parity(s) - 0.5), same weights for every s.
+        self.bin_hidden = nn.Linear(pooled + 2, arch.value_channels)
+        self.bin_out = nn.Linear(arch.value_channels, 1)
+        self.register_buffer("scores", score_values(), persistent=False)
+
+    def forward(self, pooled: Tensor, area: Tensor, komi: Tensor) -> tuple[Tensor, Tensor]:
+        """-> (scaled logits [B, NUM_SCORE_BINS], gamma [B])."""
+        gamma = self.gamma_out(F.relu(self.gamma_hidden(pooled)))
+        w = self.bin_hidden.weight
+        # The linear layer on the concatenation, split so V_pooled's part is computed once.
+        base = F.linear(pooled, w[:, : self.pooled_channels], self.bin_hidden.bias)
+        score_term = (0.05 * self.scores).unsqueeze(1) * w[:, self.pooled_channels]
+        parity = score_parity(area, komi, self.scores) - 0.5
+        hidden = base.unsqueeze(1) + score_term.unsqueeze(0) + parity.unsqueeze(2) * w[:, self.pooled_channels + 1]
+        logits = self.bin_out(F.relu(hidden)).squeeze(2)
+        return logits * F.softplus(gamma), gamma.squeeze(1)
+
+
+def score_mean_stdev(outcome: Tensor, scale: float = SCORE_SCALE) -> tuple[Tensor, Tensor]:
+    """Score mean = 20 * raw, stdev = 20 * softplus(raw), from the 9 game-outcome outputs."""
+    return outcome[:, 3] * scale, F.softplus(outcome[:, 4]) * scale
+
+
+def check_inputs(
+    spatial: Tensor, global_inputs: Tensor, num_spatial: int = NUM_SPATIAL, num_global: int = NUM_GLOBAL
+) -> None:
+    if spatial.dim() != 4 or spatial.shape[1] != num_spatial:
+        raise ValueError(f"spatial must be [B, {num_spatial}, H, W], got {list(spatial.shape)}")
+    if global_inputs.dim() != 2 or global_inputs.shape[1] != num_global:
+        raise ValueError(f"globals must be [B, {num_global}], got {list(global_inputs.shape)}")
+    if spatial.shape[0] != global_inputs.shape[0]:
+        raise ValueError(f"batch sizes differ: spatial {spatial.shape[0]}, globals {global_inputs.shape[0]}")
+
+
+class KataGoNet(nn.Module):
+    __jit_unused_properties__ = ["architecture"]
+
+    def __init__(self, arch: Architecture) -> None:
+        super().__init__()
+        self.arch_name = arch.name
+        self.trunk = Trunk(arch)
+        self.policy_head = PolicyHead(arch)
+        self.value_head = ValueHead(arch)
+        self.score_belief_head = ScoreBeliefHead(arch)
+        self.komi_index = KOMI
+
+    @property
+    def architecture(self) -> Architecture:
+        return ARCHITECTURES[self.arch_name]
+
+    def forward(self, spatial: Tensor, global_inputs: Tensor) -> ModelOutputs:
+        check_inputs(spatial, global_inputs)
+        geo = board_geometry(spatial)
+        x = self.trunk(spatial, global_inputs, geo)
+        policy = self.policy_head(x, geo)
+        pooled, outcome, ownership_logits = self.value_head(x, geo)
+        komi = global_inputs[:, self.komi_index] * 15.0  # the input holds komi / 15
+        belief, gamma = self.score_belief_head(pooled, geo.area.squeeze(1), komi)
+        score_mean, score_stdev = score_mean_stdev(outcome)
+        return ModelOutputs(
+            policy_logits=policy[:, 0],
+            opponent_policy_logits=policy[:, 1],
+            value_logits=outcome[:, 0:3],
+            score_mean=score_mean,
+            score_stdev=score_stdev,
+            root_variance=F.softplus(outcome[:, 5:9]),
+            ownership_logits=ownership_logits,
+            ownership=torch.tanh(ownership_logits),
+            score_belief_logits=belief,
+            score_gamma=gamma,
+            mask=geo.mask.squeeze(1),
+        )
+
+
+class InferenceNet(nn.Module):
+    """The served outputs only (no opponent policy, score belief or root variance).
+
+    forward(spatial [B,18,H,W], globals [B,10]) -> (policy [B,H*W+1], value [B,3],
+    score [B,2] = (mean, stdev), ownership [B,H,W]); the signature of the exported model.
+    """
+
+    def __init__(self, net: KataGoNet) -> None:
+        super().__init__()
+        self.trunk = net.trunk
+        self.policy_head = net.policy_head
+        self.value_head = net.value_head
+
+    def forward(self, spatial: Tensor, globals: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:  # noqa: A002
+        check_inputs(spatial, globals)
+        geo = board_geometry(spatial)
+        x = self.trunk(spatial, globals, geo)
+        policy = self.policy_head(x, geo)[:, 0]
+        _, outcome, ownership_logits = self.value_head(x, geo)
+        score = torch.stack(score_mean_stdev(outcome), dim=1)
+        return policy, outcome[:, 0:3], score, torch.tanh(ownership_logits)
+
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+__all__ = [
+    "ARCHITECTURES",
+    "Architecture",
+    "InferenceNet",
+    "KataGoNet",
+    "ModelOutputs",
+    "NUM_SCORE_BINS",
+    "OFF_BOARD_LOGIT",
+    "SCORE_LIMIT",
+    "build_model",
+    "parameter_count",
+]

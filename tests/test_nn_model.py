@@ -1,0 +1,191 @@
+"""The net: architecture constants, output shapes, masking across board sizes, score parity."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nn_support import batch, crop_policy, randomize_batchnorm
+from tengen.go import planes
+from tengen.nn.model import (
+    ARCHITECTURES,
+    NUM_SCORE_BINS,
+    OFF_BOARD_LOGIT,
+    SCORE_LIMIT,
+    GlobalPoolResBlock,
+    KataGoNet,
+    ModelOutputs,
+    board_geometry,
+    build_model,
+    score_parity,
+    score_values,
+)
+
+torch.set_num_threads(1)
+
+
+def test_paper_sizes_match_table_3() -> None:
+    expected = {  # n, c, c_pool, c_head, c_val, global pooling blocks (AAAI paper Table 3 / A.6)
+        "b6c96": (6, 96, 32, 32, 48, 2),
+        "b10c128": (10, 128, 32, 32, 64, 2),
+        "b15c192": (15, 192, 64, 32, 80, 2),
+        "b20c256": (20, 256, 64, 48, 96, 3),
+    }
+    for name, constants in expected.items():
+        a = ARCHITECTURES[name]
+        assert (a.blocks, a.channels, a.pool_channels, a.head_channels, a.value_channels, a.gpool_blocks) == constants
+    assert ARCHITECTURES["b6c96"].gpool_positions() == (2, 4)
+    assert ARCHITECTURES["b20c256"].gpool_positions() == (5, 10, 15)
+    model = build_model("b10c128")
+    kinds = [isinstance(block, GlobalPoolResBlock) for block in model.trunk.blocks]
+    assert len(kinds) == 10 and [i for i, k in enumerate(kinds) if k] == [3, 6]
+
+
+def test_unknown_architecture_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="unknown architecture 'b7c7'"):
+        build_model("b7c7")
+
+
+@pytest.mark.parametrize("name", list(ARCHITECTURES))
+def test_output_shapes(name: str) -> None:
+    model = build_model(name).eval()
+    spatial, global_inputs = batch([(7, 9), (7, 7)])
+    with torch.no_grad():
+        out = model(spatial, global_inputs)
+    shapes = {k: tuple(v.shape) for k, v in out._asdict().items()}
+    assert shapes == {
+        "policy_logits": (2, 64),
+        "opponent_policy_logits": (2, 64),
+        "value_logits": (2, 3),
+        "score_mean": (2,),
+        "score_stdev": (2,),
+        "root_variance": (2, 4),
+        "ownership_logits": (2, 7, 9),
+        "ownership": (2, 7, 9),
+        "score_belief_logits": (2, NUM_SCORE_BINS),
+        "score_gamma": (2,),
+        "mask": (2, 7, 9),
+    }
+    assert all(torch.isfinite(v).all() for v in out)
+    assert (out.score_stdev > 0).all() and (out.root_variance > 0).all()
+    assert out.ownership.abs().max() <= 1.0
+
+
+def test_bad_inputs_are_rejected() -> None:
+    model = build_model("b1c16")
+    spatial, global_inputs = batch([(9, 9)])
+    with pytest.raises(ValueError, match="spatial must be"):
+        model(spatial[:, :17], global_inputs)
+    with pytest.raises(ValueError, match="globals must be"):
+        model(spatial, global_inputs[:, :9])
+    with pytest.raises(ValueError, match="batch sizes differ"):
+        model(spatial, torch.cat([global_inputs, global_inputs]))
+
+
+def test_board_length_pooling_scales() -> None:
+    spatial, _ = batch([(9, 9), (19, 19), (7, 7)])
+    geo = board_geometry(spatial)
+    assert geo.area.squeeze(1).tolist() == [81.0, 361.0, 49.0]
+    assert geo.size_scale.squeeze(1).tolist() == pytest.approx([-0.5, 0.5, -0.7])
+    # ((b - 14)^2 - 10) / 100, sigma^2 = 10 being the variance of b over 9..19.
+    assert geo.size_scale_sq.squeeze(1).tolist() == pytest.approx([0.15, 0.15, 0.39])
+    assert geo.total.item() == 81 + 361 + 49
+
+
+def test_score_parity() -> None:
+    scores = score_values()
+    assert scores[0].item() == -SCORE_LIMIT + 0.5 and scores[-1].item() == SCORE_LIMIT - 0.5
+    # 19x19, black to move with komi 7.5: own - opp is odd, so scores are 1.5 mod 2.
+    parity = score_parity(torch.tensor([361.0, 81.0]), torch.tensor([-7.5, 7.0]), scores)
+    at = {s: i for i, s in enumerate(scores.tolist())}
+    assert [parity[0, at[s]].item() for s in (-0.5, 0.5, 1.5, 2.5)] == [1.0, 0.0, 1.0, 0.0]
+    # Integer komi: scores are integers, every half-integer bin is equally (im)possible.
+    assert torch.allclose(parity[1], torch.full_like(parity[1], 0.5))
+
+
+def assert_outputs_match(alone: ModelOutputs, padded: ModelOutputs, index: int, size: int, width: int) -> None:
+    """Outputs of position `index` of a padded batch against the same position run at its own size."""
+    tol = dict(atol=2e-5, rtol=1e-5)
+    for name in ("policy_logits", "opponent_policy_logits"):
+        torch.testing.assert_close(
+            crop_policy(getattr(padded, name)[index : index + 1], width, size, size), getattr(alone, name), **tol
+        )
+    for name in ("value_logits", "score_mean", "score_stdev", "root_variance", "score_belief_logits", "score_gamma"):
+        torch.testing.assert_close(getattr(padded, name)[index : index + 1], getattr(alone, name), **tol)
+    torch.testing.assert_close(padded.ownership[index : index + 1, :size, :size], alone.ownership, **tol)
+
+
+def test_masking_eval_mode_small_board_inside_padded_batch() -> None:
+    torch.manual_seed(0)
+    model = build_model("b2c32")
+    randomize_batchnorm(model)
+    model.eval()
+    small, small_globals = batch([(9, 9)], seed=3)
+    mixed, mixed_globals = batch([(19, 19), (13, 13), (9, 9), (7, 7)], seed=4)
+    mixed[2], mixed_globals[2] = 0.0, small_globals[0]
+    mixed[2, :, :9, :9] = small[0]
+    with torch.no_grad():
+        alone = model(small, small_globals)
+        padded = model(mixed, mixed_globals)
+    assert_outputs_match(alone, padded, index=2, size=9, width=19)
+    # Off-board points of the padded 9x9: impossible moves and no ownership.
+    board_logits = padded.policy_logits[2, :-1].view(19, 19)
+    assert (board_logits[9:, :] == OFF_BOARD_LOGIT).all() and (board_logits[:, 9:] == OFF_BOARD_LOGIT).all()
+    assert (board_logits[:9, :9] > OFF_BOARD_LOGIT / 2).all()
+    assert (padded.ownership[2, 9:, :] == 0).all() and (padded.ownership[2, :, 9:] == 0).all()
+
+
+def test_garbage_off_the_board_is_ignored() -> None:
+    model = build_model("b1c16")
+    randomize_batchnorm(model)
+    model.eval()
+    spatial, global_inputs = batch([(9, 9), (13, 13)], seed=5)
+    noisy = spatial.clone()
+    garbage = torch.rand(noisy[0, 1:, 9:, :].shape)
+    noisy[0, 1:, 9:, :] = garbage  # ON_BOARD stays 0 there
+    with torch.no_grad():
+        clean_out, noisy_out = model(spatial, global_inputs), model(noisy, global_inputs)
+    for a, b in zip(clean_out, noisy_out):
+        torch.testing.assert_close(a, b)
+
+
+def test_masked_batchnorm_statistics_in_train_mode() -> None:
+    """The same positions in tight or padded tensors give the same training-mode outputs and
+    the same running-statistics updates: statistics count on-board points only."""
+    sizes = [(9, 9), (7, 11), (9, 9)]
+    tight, tight_globals = batch(sizes, seed=6)  # padded to 9x11, the smallest tensor that fits
+    loose, loose_globals = batch(sizes, seed=6, pad_to=(19, 19))
+    torch.manual_seed(0)
+    model_a = build_model("b2c32").train()
+    model_b = KataGoNet(model_a.architecture).train()
+    model_b.load_state_dict(model_a.state_dict())
+    out_a = model_a(tight, tight_globals)
+    out_b = model_b(loose, loose_globals)
+    tol = dict(atol=3e-5, rtol=1e-4)
+    for name in ("value_logits", "score_mean", "score_stdev", "root_variance", "score_belief_logits"):
+        torch.testing.assert_close(getattr(out_b, name), getattr(out_a, name), **tol)
+    torch.testing.assert_close(crop_policy(out_b.policy_logits, 19, 9, 11), out_a.policy_logits, **tol)
+    torch.testing.assert_close(out_b.ownership[:, :9, :11], out_a.ownership, **tol)
+    buffers_a, buffers_b = dict(model_a.named_buffers()), dict(model_b.named_buffers())
+    for name, value in buffers_a.items():
+        torch.testing.assert_close(buffers_b[name], value, **tol)
+    # The statistics really moved (the test would be vacuous on untouched buffers).
+    assert not torch.allclose(buffers_a["trunk.final_norm.running_mean"], torch.zeros(16 * 2))
+
+
+def test_full_model_is_scriptable() -> None:
+    model = build_model("b1c16").eval()
+    scripted = torch.jit.script(model)
+    spatial, global_inputs = batch([(7, 7), (9, 9)], seed=7)
+    with torch.no_grad():
+        for a, b in zip(model(spatial, global_inputs), scripted(spatial, global_inputs)):
+            torch.testing.assert_close(a, b)
+
+
+def test_global_inputs_bias_the_trunk() -> None:
+    model = build_model("b1c16").eval()
+    spatial, global_inputs = batch([(9, 9)], seed=8)
+    changed = global_inputs.clone()
+    changed[0, planes.KOMI] += 0.5
+    with torch.no_grad():
+        a, b = model(spatial, global_inputs), model(spatial, changed)
+    assert not torch.allclose(a.value_logits, b.value_logits)
