@@ -1,0 +1,291 @@
+"""GameRecord -> training rows, by replaying the game with the rules engine.
+
+Rows are built from the moves, not stored features, so the input encoding can change without
+regenerating data (DESIGN.md, data flow 2). Only full-search turns (playout cap randomization,
+paper §3.1/§6) become rows. Targets (paper §4.1-4.2, App. B), all from the view of the player to
+move at that turn:
+
+- policy: the pruned root visit counts of that turn, normalised;
+- opponent policy: the next turn's policy target when the next turn was a full search, else a
+  one-hot of the move actually played next (a sample of the opponent's reply); all zeros after the
+  last move (zero cross-entropy, so that row simply has no opponent-policy loss);
+- value: (win, loss, no-result) of the final score; a draw (score 0) is half win, half loss;
+- score: the final score (komi included) from the mover's side;
+- ownership: the final owner of each point, +1 the mover's, -1 the opponent's, 0 neither;
+- weight: the turn's sample weight.
+
+Boards smaller than the buffer (`pos_len`) sit in its top-left corner, the rest zero, and policy
+vectors are indexed `y * pos_len + x` with pass last, so rows of every board size share one array
+layout (the net masks the rest, paper §4.3). Random symmetries are applied when sampling
+(tengen.data.window), not here.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from tengen.go import planes
+from tengen.go.board import Board
+from tengen.go.rules import IllegalMoveError, parse_rules
+from tengen.proto import game_pb2
+
+MAX_ID_LENGTH = 256
+# A value target's three categories, the order of the net's value head.
+WIN, LOSS, NO_RESULT = 0, 1, 2
+_VALUE_SUM_TOLERANCE = 1e-3
+
+
+class RecordError(ValueError):
+    """A GameRecord that cannot be trained on; `.reason` says why (it goes to the DLQ)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass
+class TrainingRows:
+    """The rows of one game, N = number of full-search turns, L = the buffer's board length."""
+
+    x_size: int
+    y_size: int
+    spatial: np.ndarray  # float32 [N, NUM_SPATIAL, L, L] (binary planes, tengen.go.planes)
+    global_inputs: np.ndarray  # float32 [N, NUM_GLOBAL]
+    policy: np.ndarray  # float32 [N, L*L + 1], sums to 1
+    opponent_policy: np.ndarray  # float32 [N, L*L + 1], sums to 1 or is all zero
+    value: np.ndarray  # float32 [N, 3] (win, loss, no-result)
+    score: np.ndarray  # float32 [N]
+    ownership: np.ndarray  # float32 [N, L, L] in {-1, 0, 1}
+    weight: np.ndarray  # float32 [N]
+
+    def __len__(self) -> int:
+        return len(self.weight)
+
+    @property
+    def pos_len(self) -> int:
+        return self.spatial.shape[-1]
+
+
+def decode(data: bytes) -> game_pb2.GameRecord:
+    """Parse serialized GameRecord bytes; RecordError if they are not one."""
+    record = game_pb2.GameRecord()
+    try:
+        record.ParseFromString(data)
+    except Exception as err:  # protobuf raises DecodeError, or RuntimeWarning-ish errors on junk
+        raise RecordError(f"malformed GameRecord bytes: {err}") from err
+    return record
+
+
+def validate(record: game_pb2.GameRecord) -> None:
+    """Raise RecordError(reason) unless the record is well formed and replays legally."""
+    _check_fields(record)
+    for _ in _replay(record):
+        pass
+
+
+def rows_from_record(record: game_pb2.GameRecord, pos_len: int | None = None) -> TrainingRows:
+    """Validate `record`, replay it and return the rows of its full-search turns.
+
+    `pos_len` is the buffer's board length (default: the board's own, for square boards);
+    it must fit the board.
+    """
+    from tengen.go import features  # compiled module; imported here so validation needs only the board
+
+    _check_fields(record)
+    x_size, y_size = record.x_size, record.y_size
+    length = max(x_size, y_size) if pos_len is None else pos_len
+    if not (x_size <= length <= planes.MAX_BOARD and y_size <= length):
+        raise ValueError(f"pos_len {length} does not fit a {x_size}x{y_size} board (max {planes.MAX_BOARD})")
+    recorded = [i for i, m in enumerate(record.moves) if m.full_search]
+    n = len(recorded)
+    rows = TrainingRows(
+        x_size=x_size,
+        y_size=y_size,
+        spatial=np.zeros((n, planes.NUM_SPATIAL, length, length), np.float32),
+        global_inputs=np.zeros((n, planes.NUM_GLOBAL), np.float32),
+        policy=np.zeros((n, length * length + 1), np.float32),
+        opponent_policy=np.zeros((n, length * length + 1), np.float32),
+        value=np.zeros((n, 3), np.float32),
+        score=np.zeros(n, np.float32),
+        ownership=np.zeros((n, length, length), np.float32),
+        weight=np.zeros(n, np.float32),
+    )
+    black_owner = np.zeros((length, length), np.float32)
+    black_owner[:y_size, :x_size] = np.asarray(record.ownership, np.float32).reshape(y_size, x_size)
+    moves = record.moves
+    row = 0
+    for index, board, prev1, prev2 in _replay(record, keep_history=True):
+        if not moves[index].full_search:
+            continue
+        move = moves[index]
+        sign = 1.0 if move.color == game_pb2.BLACK else -1.0
+        features.encode(board, rows.spatial[row], rows.global_inputs[row], prev1, prev2)
+        _policy_into(rows.policy[row], move, x_size, y_size, length)
+        if index + 1 < len(moves):
+            reply = moves[index + 1]
+            if reply.full_search:
+                _policy_into(rows.opponent_policy[row], reply, x_size, y_size, length)
+            else:
+                rows.opponent_policy[row, _buffer_index(reply.move, x_size, y_size, length)] = 1.0
+        mover_score = sign * record.final_score
+        if mover_score > 0:
+            rows.value[row, WIN] = 1.0
+        elif mover_score < 0:
+            rows.value[row, LOSS] = 1.0
+        else:
+            rows.value[row, WIN] = rows.value[row, LOSS] = 0.5
+        rows.score[row] = mover_score
+        rows.ownership[row] = sign * black_owner
+        rows.weight[row] = move.weight
+        row += 1
+    return rows
+
+
+def _buffer_index(move: int, x_size: int, y_size: int, length: int) -> int:
+    """A board move index (`y * x_size + x`, pass last) as an index into the L x L buffer."""
+    if move == x_size * y_size:
+        return length * length
+    y, x = divmod(move, x_size)
+    return y * length + x
+
+
+def _policy_into(out: np.ndarray, move: game_pb2.Move, x_size: int, y_size: int, length: int) -> None:
+    visits = np.asarray(move.policy_visits, np.float64)
+    for target, share in zip(move.policy_moves, visits / visits.sum()):
+        out[_buffer_index(target, x_size, y_size, length)] = share
+
+
+def _replay(
+    record: game_pb2.GameRecord, keep_history: bool = False
+) -> Iterator[tuple[int, Board, Board | None, Board | None]]:
+    """Yield (move number, board before that move, board 1 turn earlier, board 2 turns earlier)
+    for each move, then check the end. The earlier boards (for the ladder-history features) are
+    kept only with `keep_history`, else None.
+
+    The board is live: consumers must use it before asking for the next item. Assumes
+    _check_fields passed.
+    """
+    x_size, y_size = record.x_size, record.y_size
+    board = Board(x_size, y_size, parse_rules(record.rules), record.komi)
+    try:
+        board.place_stones(black=list(record.initial_black), white=list(record.initial_white))
+    except ValueError as err:
+        raise RecordError(f"bad initial stones: {err}") from err
+    board.to_move = int(record.first_to_move)  # game_pb2.Color uses the board's numbers
+    prev1: Board | None = None
+    prev2: Board | None = None
+    for index, move in enumerate(record.moves):
+        if board.game_over:
+            raise RecordError(f"move {index}: played after two consecutive passes ended the game")
+        if move.color != board.to_move:
+            board.to_move = int(move.color)  # e.g. black's free handicap moves
+        yield index, board, prev1, prev2
+        if keep_history:
+            prev1, prev2 = board.copy(), prev1
+        try:
+            board.play(move.move)
+        except IllegalMoveError as err:
+            raise RecordError(f"move {index} ({_color_name(move.color)} {move.move}) is illegal: {err.reason}") from err
+    if record.end_reason == game_pb2.TWO_PASSES and not board.game_over:
+        raise RecordError("end_reason is TWO_PASSES but the moves do not end with two passes")
+    if board.rules.scoring == "area" and record.end_reason != game_pb2.PASS_ALIVE:
+        # Plain Tromp-Taylor: the final position alone decides the score, so check it.
+        expected = board.area_score()
+        if not math.isclose(expected, record.final_score, abs_tol=1e-3):
+            raise RecordError(f"final_score {record.final_score} but the final position scores {expected}")
+
+
+def _color_name(color: int) -> str:
+    return {game_pb2.BLACK: "B", game_pb2.WHITE: "W"}.get(color, f"color {color}")
+
+
+def _check_fields(record: game_pb2.GameRecord) -> None:
+    """Every check that needs no replay; RecordError names the first problem."""
+    if not isinstance(record, game_pb2.GameRecord):
+        raise RecordError(f"expected a GameRecord, got {type(record).__name__}")
+    if not record.id or len(record.id) > MAX_ID_LENGTH:
+        raise RecordError(f"id must be 1..{MAX_ID_LENGTH} characters, got {len(record.id)}")
+    x_size, y_size = record.x_size, record.y_size
+    for name, size in (("x_size", x_size), ("y_size", y_size)):
+        if not planes.MIN_BOARD <= size <= planes.MAX_BOARD:
+            raise RecordError(f"{name} {size} is outside {planes.MIN_BOARD}..{planes.MAX_BOARD}")
+    area = x_size * y_size
+    try:
+        parse_rules(record.rules)
+    except ValueError as err:
+        raise RecordError(f"bad rules: {err}") from err
+    _check_half_integer("komi", record.komi, limit=area)
+    if record.first_to_move not in (game_pb2.BLACK, game_pb2.WHITE):
+        raise RecordError(f"first_to_move must be BLACK or WHITE, got {record.first_to_move}")
+    if record.handicap > area:
+        raise RecordError(f"handicap {record.handicap} exceeds the board's {area} points")
+    for name, stones in (("initial_black", record.initial_black), ("initial_white", record.initial_white)):
+        if any(s >= area for s in stones):
+            raise RecordError(f"{name} has a point outside 0..{area - 1}")
+    if record.model_version < 0:
+        raise RecordError(f"model_version must be >= 0, got {record.model_version}")
+    for index, move in enumerate(record.moves):
+        _check_move(index, move, area)
+    _check_half_integer("final_score", record.final_score, limit=area + abs(record.komi))
+    if not float(record.final_score + record.komi).is_integer():
+        raise RecordError(f"final_score {record.final_score} + komi {record.komi} is not a whole number of points")
+    _check_result(record.result, record.final_score)
+    if len(record.ownership) != area:
+        raise RecordError(f"ownership has {len(record.ownership)} points, the board {area}")
+    if any(o not in (-1, 0, 1) for o in record.ownership):
+        raise RecordError("ownership values must be -1, 0 or 1")
+    if record.end_reason not in (game_pb2.TWO_PASSES, game_pb2.PASS_ALIVE, game_pb2.MOVE_CAP):
+        raise RecordError(f"end_reason {record.end_reason} is not one of TWO_PASSES, PASS_ALIVE, MOVE_CAP")
+
+
+def _check_move(index: int, move: game_pb2.Move, area: int) -> None:
+    where = f"move {index}"
+    if move.move > area:
+        raise RecordError(f"{where}: move index {move.move} is outside 0..{area} (pass = {area})")
+    if move.color not in (game_pb2.BLACK, game_pb2.WHITE):
+        raise RecordError(f"{where}: color must be BLACK or WHITE, got {move.color}")
+    if len(move.policy_moves) != len(move.policy_visits):
+        raise RecordError(
+            f"{where}: {len(move.policy_moves)} policy_moves but {len(move.policy_visits)} policy_visits"
+        )
+    if any(m > area for m in move.policy_moves):
+        raise RecordError(f"{where}: a policy move is outside 0..{area}")
+    if len(set(move.policy_moves)) != len(move.policy_moves):
+        raise RecordError(f"{where}: a policy move is listed twice")
+    if any(v == 0 for v in move.policy_visits):
+        raise RecordError(f"{where}: policy visits must be > 0 (leave pruned moves out)")
+    if move.full_search and not move.policy_moves:
+        raise RecordError(f"{where}: a full search needs a policy target")
+    values = (move.value_win, move.value_loss, move.value_no_result)
+    if not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in values):
+        raise RecordError(f"{where}: search value probabilities must be within 0..1, got {values}")
+    if move.full_search and abs(sum(values) - 1.0) > _VALUE_SUM_TOLERANCE:
+        raise RecordError(f"{where}: search value probabilities sum to {sum(values)}, not 1")
+    if not math.isfinite(move.score_mean):
+        raise RecordError(f"{where}: score_mean is not finite")
+    if not (math.isfinite(move.weight) and move.weight >= 0):
+        raise RecordError(f"{where}: weight must be finite and >= 0, got {move.weight}")
+
+
+def _check_half_integer(name: str, value: float, limit: float) -> None:
+    if not math.isfinite(value) or abs(value) > limit or not float(2 * value).is_integer():
+        raise RecordError(f"{name} must be a whole or half number within +-{limit}, got {value}")
+
+
+def _check_result(result: str, final_score: float) -> None:
+    """`result` must be "B+x", "W+x" (x = |final_score|) or "0" for a draw."""
+    if final_score == 0:
+        if result not in ("0", "Draw"):
+            raise RecordError(f"result {result!r} but final_score 0 is a draw ('0')")
+        return
+    winner = "B" if final_score > 0 else "W"
+    prefix, _, margin = result.partition("+")
+    try:
+        ok = prefix == winner and math.isclose(float(margin), abs(final_score))
+    except ValueError:
+        ok = False
+    if not ok:
+        raise RecordError(f"result {result!r} disagrees with final_score {final_score} (expected {winner}+{abs(final_score):g})")

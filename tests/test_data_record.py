@@ -1,0 +1,156 @@
+"""GameRecord: protobuf round-trip, bindings in sync with proto/game.proto, and validation."""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from tengen.data.rows import RecordError, decode, validate
+from tengen.data.synthetic import random_game, tromp_taylor_ownership
+from tengen.go.board import Board
+from tengen.proto import game_pb2
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def game() -> game_pb2.GameRecord:
+    return random_game(np.random.default_rng(7), 9, full_search_prob=0.5)
+
+
+def test_round_trip_keeps_every_field(game: game_pb2.GameRecord) -> None:
+    game.initial_white.extend([3])  # exercise the field even though random games leave it empty
+    data = game.SerializeToString()
+    back = decode(data)
+    assert back == game
+    assert back.SerializeToString() == data
+    assert list(back.ownership) == list(game.ownership) and min(back.ownership) >= -1
+    assert back.moves[0].color == game.moves[0].color
+    assert back.created.ToNanoseconds() == game.created.ToNanoseconds() > 0
+    del game.initial_white[:]
+
+
+def test_bindings_match_the_proto() -> None:
+    """The committed game_pb2*.py are what protoc makes of proto/game.proto today."""
+    import grpc_tools
+    from grpc_tools import protoc
+
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(ROOT / "proto" / "game.proto", tmp)
+        well_known = Path(grpc_tools.__file__).parent / "_proto"
+        args = ["grpc_tools.protoc", f"-I{tmp}", f"-I{well_known}", f"--python_out={tmp}",
+                f"--pyi_out={tmp}", f"--grpc_python_out={tmp}", "game.proto"]
+        assert protoc.main(args) == 0
+        for name in ("game_pb2.py", "game_pb2.pyi", "game_pb2_grpc.py"):
+            fresh = (Path(tmp) / name).read_text()
+            committed = (ROOT / "tengen" / "proto" / name).read_text()
+            assert committed == fresh, f"tengen/proto/{name} is stale: run python -m tengen.proto.generate"
+
+
+@pytest.mark.parametrize(
+    "size, rules, handicap",
+    [(7, "tromp-taylor", ()), (9, "katago", ()), ((9, 13), "ko=situational,suicide=yes", ()),
+     (13, "ko=simple,suicide=no,scoring=area", (40, 42))],
+)
+def test_random_games_validate(size: int | tuple[int, int], rules: str, handicap: tuple[int, ...]) -> None:
+    x, y = size if isinstance(size, tuple) else (size, size)
+    record = random_game(np.random.default_rng(x * y), x, y, rules=rules, initial_black=handicap)
+    validate(record)
+    assert record.end_reason in (game_pb2.TWO_PASSES, game_pb2.MOVE_CAP)
+    assert len(record.ownership) == x * y
+
+
+def test_tromp_taylor_ownership_agrees_with_the_board_score() -> None:
+    board = Board.from_diagram(
+        """
+        . X O . . . .
+        X X O . . . .
+        . X O . O . .
+        X X O O . . .
+        X O . . . . .
+        X O . . . . .
+        X O . . . . .
+        """,
+        komi=0.5,
+    )
+    owner = tromp_taylor_ownership(board.stones())
+    assert owner[0, 0] == 1 and owner[2, 0] == 1 and owner[0, 3] == -1 and owner[6, 6] == -1 and owner[0, 2] == -1
+    assert float(owner.sum()) - 0.5 == board.area_score()
+
+
+def _drop_policy_visit(r: game_pb2.GameRecord) -> None:
+    move = next(m for m in r.moves if m.full_search)
+    del move.policy_visits[-1]
+
+
+def _first_full(r: game_pb2.GameRecord) -> game_pb2.Move:
+    return next(m for m in r.moves if m.full_search)
+
+
+def _occupied_replay(r: game_pb2.GameRecord) -> None:
+    first_stone = next(m.move for m in r.moves if m.move != r.x_size * r.y_size)
+    later = next(i for i, m in enumerate(r.moves) if i > 5 and m.move != r.x_size * r.y_size)
+    r.moves[later].move = first_stone if r.moves[later].move != first_stone else r.moves[later].move
+
+
+def _move_after_end(r: game_pb2.GameRecord) -> None:
+    r.moves.add(move=0, color=game_pb2.BLACK, weight=1.0)
+
+
+def _flip_result(r: game_pb2.GameRecord) -> None:
+    r.result = ("W" if r.final_score > 0 else "B") + f"+{abs(r.final_score):g}"
+
+
+def _wrong_score(r: game_pb2.GameRecord) -> None:
+    r.final_score += 2.0
+    r.result = "0" if r.final_score == 0 else f"{'B' if r.final_score > 0 else 'W'}+{abs(r.final_score):g}"
+
+
+BREAKERS: dict[str, tuple[Callable[[game_pb2.GameRecord], None], str]] = {
+    "empty id": (lambda r: setattr(r, "id", ""), "id must be"),
+    "board too small": (lambda r: setattr(r, "x_size", 6), "x_size 6 is outside"),
+    "board too large": (lambda r: setattr(r, "y_size", 20), "y_size 20 is outside"),
+    "bad rules": (lambda r: setattr(r, "rules", "japanese"), "bad rules"),
+    "quarter komi": (lambda r: setattr(r, "komi", 7.25), "komi must be"),
+    "nan komi": (lambda r: setattr(r, "komi", float("nan")), "komi must be"),
+    "no first player": (lambda r: setattr(r, "first_to_move", game_pb2.COLOR_UNSPECIFIED), "first_to_move"),
+    "policy arrays differ": (_drop_policy_visit, "policy_visits"),
+    "zero visits": (lambda r: _first_full(r).policy_visits.__setitem__(0, 0), "visits must be > 0"),
+    "policy move off board": (lambda r: _first_full(r).policy_moves.__setitem__(0, 500), "outside"),
+    "negative weight": (lambda r: setattr(r.moves[0], "weight", -1.0), "weight must be"),
+    "nan weight": (lambda r: setattr(r.moves[0], "weight", float("nan")), "weight must be"),
+    "inf weight": (lambda r: setattr(r.moves[0], "weight", float("inf")), "weight must be"),
+    "value sum": (lambda r: setattr(_first_full(r), "value_win", 0.0) or setattr(_first_full(r), "value_loss", 0.2), "sum to"),
+    "full search without target": (lambda r: _first_full(r).ClearField("policy_moves") or _first_full(r).ClearField("policy_visits"), "needs a policy target"),
+    "move off board": (lambda r: setattr(r.moves[3], "move", 82), "outside 0..81"),
+    "no color": (lambda r: setattr(r.moves[2], "color", game_pb2.COLOR_UNSPECIFIED), "color must be"),
+    "occupied point": (_occupied_replay, "illegal: occupied"),
+    "move after the end": (_move_after_end, "after two consecutive passes"),
+    "result disagrees": (_flip_result, "disagrees with final_score"),
+    "score disagrees with board": (_wrong_score, "final position scores"),
+    "ownership length": (lambda r: r.ownership.append(0), "ownership has 82"),
+    "ownership value": (lambda r: r.ownership.__setitem__(0, 2), "ownership values"),
+    "no end reason": (lambda r: setattr(r, "end_reason", game_pb2.END_REASON_UNSPECIFIED), "end_reason"),
+    "setup overlap": (lambda r: r.initial_black.extend([5]) or r.initial_white.extend([5]), "initial stones"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BREAKERS))
+def test_validate_names_the_problem(game: game_pb2.GameRecord, name: str) -> None:
+    assert game.end_reason == game_pb2.TWO_PASSES  # the breakers below assume a finished 9x9 game
+    broken = game_pb2.GameRecord()
+    broken.CopyFrom(game)
+    breaker, reason = BREAKERS[name]
+    breaker(broken)
+    with pytest.raises(RecordError) as err:
+        validate(broken)
+    assert reason in err.value.reason
+
+
+def test_garbage_bytes_are_a_record_error() -> None:
+    with pytest.raises(RecordError, match="malformed"):
+        decode(b"\xff\xff\xff\xff not a protobuf")
