@@ -6,6 +6,7 @@ import torch
 
 from nn_support import batch, crop_policy, randomize_batchnorm
 from tengen.go import planes
+from tengen.nn.export import quiet_torchscript
 from tengen.nn.model import (
     ARCHITECTURES,
     NUM_SCORE_BINS,
@@ -174,7 +175,8 @@ def test_masked_batchnorm_statistics_in_train_mode() -> None:
 
 def test_full_model_is_scriptable() -> None:
     model = build_model("b1c16").eval()
-    scripted = torch.jit.script(model)
+    with quiet_torchscript():
+        scripted = torch.jit.script(model)
     spatial, global_inputs = batch([(7, 7), (9, 9)], seed=7)
     with torch.no_grad():
         for a, b in zip(model(spatial, global_inputs), scripted(spatial, global_inputs)):

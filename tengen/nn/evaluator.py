@@ -1,0 +1,79 @@
+"""The Evaluator protocol that search uses, and its in-process PyTorch implementation.
+
+An evaluator maps a batch of encoded positions to the exported model's four outputs, batch-first:
+  policy [B, H*W+1] logits (pass last), value [B, 3] logits (win/loss/no result),
+  score [B, 2] (mean, stdev in points), ownership [B, H, W] in [-1, 1];
+all from the perspective of the player to move. TritonEvaluator (tengen.infra) serves the same
+contract over gRPC.
+"""
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+from torch import nn
+
+from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
+from tengen.nn.export import OUTPUT_NAMES, load_export
+from tengen.nn.model import InferenceNet, KataGoNet
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    def evaluate(self, spatial: np.ndarray, globals: np.ndarray) -> dict[str, np.ndarray]:  # noqa: A002
+        """spatial float32 [B, 18, H, W], globals float32 [B, 10] -> the OUTPUT_NAMES arrays."""
+        ...
+
+
+def check_batch(spatial: np.ndarray, global_inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Validated float32, C-contiguous copies-if-needed of an evaluator's inputs."""
+    spatial = np.asarray(spatial)
+    global_inputs = np.asarray(global_inputs)
+    if spatial.ndim != 4 or spatial.shape[1] != NUM_SPATIAL:
+        raise ValueError(f"spatial must be [B, {NUM_SPATIAL}, H, W], got {list(spatial.shape)}")
+    height, width = spatial.shape[2], spatial.shape[3]
+    if not (MIN_BOARD <= height <= MAX_BOARD and MIN_BOARD <= width <= MAX_BOARD):
+        raise ValueError(f"board {height}x{width} outside {MIN_BOARD}..{MAX_BOARD}")
+    if global_inputs.ndim != 2 or global_inputs.shape[1] != NUM_GLOBAL:
+        raise ValueError(f"globals must be [B, {NUM_GLOBAL}], got {list(global_inputs.shape)}")
+    if spatial.shape[0] != global_inputs.shape[0]:
+        raise ValueError(f"batch sizes differ: spatial {spatial.shape[0]}, globals {global_inputs.shape[0]}")
+    if spatial.shape[0] == 0:
+        raise ValueError("empty batch")
+    return (
+        np.ascontiguousarray(spatial, dtype=np.float32),
+        np.ascontiguousarray(global_inputs, dtype=np.float32),
+    )
+
+
+class TorchEvaluator:
+    """Runs a net in this process on the CPU, without gradients.
+
+    source: an export path (see tengen.nn.export), a KataGoNet (a snapshot of its weights is
+    taken, so training the live net later does not change this evaluator), or a module with
+    the export signature. num_threads, when given, sets torch's intra-op thread count;
+    otherwise the process's setting (torch.set_num_threads) is used as it is.
+    """
+
+    def __init__(self, source: str | os.PathLike[str] | nn.Module, num_threads: int | None = None) -> None:
+        self.metadata: dict[str, Any] = {}
+        if isinstance(source, KataGoNet):
+            self.module: nn.Module = InferenceNet(copy.deepcopy(source).cpu())
+        elif isinstance(source, nn.Module):
+            self.module = source
+        else:
+            self.module, self.metadata = load_export(source)
+        self.module.eval()
+        if num_threads is not None:
+            if num_threads < 1:
+                raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+            torch.set_num_threads(num_threads)
+
+    def evaluate(self, spatial: np.ndarray, globals: np.ndarray) -> dict[str, np.ndarray]:  # noqa: A002
+        spatial, global_inputs = check_batch(spatial, globals)
+        with torch.inference_mode():
+            outputs = self.module(torch.from_numpy(spatial), torch.from_numpy(global_inputs))
+        return {name: out.numpy() for name, out in zip(OUTPUT_NAMES, outputs)}

@@ -1,0 +1,126 @@
+"""Export the served outputs of a net as one TorchScript file plus a JSON sidecar.
+
+The exported module's signature is fixed (the inference server is written against it):
+  forward(spatial: float32 [B, 18, H, W], globals: float32 [B, 10])
+    -> (policy float32 [B, H*W+1]   main policy logits, pass last, off-board = OFF_BOARD_LOGIT,
+        value float32 [B, 3]        win / loss / no-result logits for the player to move,
+        score float32 [B, 2]        score mean and stdev in points, mover's perspective,
+        ownership float32 [B, H, W] tanh ownership, mover's perspective)
+The module is scripted, not traced, so one file serves every board size from 7x7 to 19x19.
+The sidecar `<file>.json` names the architecture, inputs, outputs and training samples seen.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import json
+import os
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
+from tengen.nn.model import OFF_BOARD_LOGIT, InferenceNet, KataGoNet, parameter_count
+
+EXPORT_FORMAT = "tengen-torchscript-1"
+INPUTS = (
+    {"name": "spatial", "dtype": "float32", "shape": ["B", NUM_SPATIAL, "H", "W"]},
+    {"name": "globals", "dtype": "float32", "shape": ["B", NUM_GLOBAL]},
+)
+OUTPUTS = (
+    {"name": "policy", "dtype": "float32", "shape": ["B", "H*W+1"]},
+    {"name": "value", "dtype": "float32", "shape": ["B", 3]},
+    {"name": "score", "dtype": "float32", "shape": ["B", 2]},
+    {"name": "ownership", "dtype": "float32", "shape": ["B", "H", "W"]},
+)
+OUTPUT_NAMES = tuple(o["name"] for o in OUTPUTS)
+
+
+@contextlib.contextmanager
+def quiet_torchscript() -> Iterator[None]:
+    """TorchScript is what Triton's PyTorch backend and torch.jit.load consume; torch 2.x flags
+    torch.jit.script/save/load as deprecated in favour of torch.export, which they do not read."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=DeprecationWarning, message=r".*torch\.jit\..*deprecated")
+        yield
+
+
+def sidecar_path(path: str | os.PathLike[str]) -> Path:
+    return Path(f"{os.fspath(path)}.json")
+
+
+def export_model(
+    model: KataGoNet, path: str | os.PathLike[str], samples_seen: int, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Writes the TorchScript file at `path` and its sidecar; returns the sidecar's contents.
+
+    The live model is left untouched (a copy is put in eval mode and scripted). Both files are
+    written to temporary names and renamed, so a reader never sees a half-written file.
+    """
+    if not isinstance(model, KataGoNet):
+        raise TypeError(f"export_model needs a KataGoNet, got {type(model).__name__}")
+    if samples_seen < 0:
+        raise ValueError(f"samples_seen must be >= 0, got {samples_seen}")
+    net = copy.deepcopy(model).cpu().eval()
+    with quiet_torchscript():
+        scripted = torch.jit.script(InferenceNet(net))
+    metadata: dict[str, Any] = {
+        "format": EXPORT_FORMAT,
+        "architecture": dataclasses.asdict(net.architecture),
+        "parameters": parameter_count(net),
+        "inputs": list(INPUTS),
+        "outputs": list(OUTPUTS),
+        "num_spatial": NUM_SPATIAL,
+        "num_global": NUM_GLOBAL,
+        "board_sizes": [MIN_BOARD, MAX_BOARD],
+        "off_board_logit": OFF_BOARD_LOGIT,
+        "samples_seen": int(samples_seen),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "torch_version": torch.__version__,
+        **(extra or {}),
+    }
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    side = sidecar_path(target)
+    tmp_model = target.with_name(f".{target.name}.tmp")
+    tmp_side = side.with_name(f".{side.name}.tmp")
+    with quiet_torchscript():
+        torch.jit.save(scripted, str(tmp_model))
+    tmp_side.write_text(json.dumps(metadata, indent=2) + "\n")
+    for tmp in (tmp_model, tmp_side):
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+    os.replace(tmp_model, target)
+    os.replace(tmp_side, side)
+    return metadata
+
+
+def load_export(
+    path: str | os.PathLike[str], device: torch.device | str = "cpu"
+) -> tuple[torch.jit.ScriptModule, dict[str, Any]]:
+    """The exported module (eval mode) and its sidecar metadata."""
+    target = Path(path)
+    side = sidecar_path(target)
+    if not target.is_file():
+        raise FileNotFoundError(f"no exported model at {target}")
+    if not side.is_file():
+        raise FileNotFoundError(f"exported model {target} has no sidecar {side}")
+    try:
+        metadata = json.loads(side.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"sidecar {side} is not valid JSON: {e}") from None
+    if not isinstance(metadata, dict) or metadata.get("format") != EXPORT_FORMAT:
+        raise ValueError(f"sidecar {side} is not a {EXPORT_FORMAT} export description")
+    if metadata.get("num_spatial") != NUM_SPATIAL or metadata.get("num_global") != NUM_GLOBAL:
+        raise ValueError(
+            f"{target} expects {metadata.get('num_spatial')} spatial / {metadata.get('num_global')} global "
+            f"input planes, this code produces {NUM_SPATIAL} / {NUM_GLOBAL}"
+        )
+    with quiet_torchscript():
+        module = torch.jit.load(str(target), map_location=device)
+    module.eval()
+    return module, metadata
