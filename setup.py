@@ -15,6 +15,8 @@ DIRECTIVES = {
 MODULES = [
     "tengen.go.board",
     "tengen.go.playout",
+    "tengen.go.ladder",
+    "tengen.go.features",
 ]
 
 

@@ -1,0 +1,409 @@
+# cython: language_level=3
+"""Ladder search: is a chain in inescapable atari, and which moves would put it there.
+
+See ladder.pxd for the C-level interface and the rules the search plays by. The Python functions
+at the bottom (`is_laddered`, `working_moves`, `ladder_moves`) answer the same questions for
+tests and tools, with move indices as everywhere else in tengen.go.
+"""
+from libc.string cimport memcpy, memset
+
+from tengen.go.board cimport Board, C_BLACK, C_EMPTY, C_WHITE, MAX_AREA, MAX_ARR, NULL_LOC
+
+cdef enum:
+    MAX_CAPTURE_MOVES = 16  # escapes by capture considered per defender turn (more never occur)
+
+
+# --- scratch board -------------------------------------------------------------------------
+
+cdef void ladder_load(Ladder* lad, Board board) noexcept nogil:
+    cdef int i
+    lad.stride = board.stride
+    lad.arr_size = board.arr_size
+    for i in range(4):
+        lad.adj[i] = board.adj[i]
+    memcpy(lad.color, board.color, board.arr_size * sizeof(unsigned char))
+    memset(lad.mark, 0, sizeof(lad.mark))
+    memset(lad.mark2, 0, sizeof(lad.mark2))
+    lad.gen = 0
+    lad.gen2 = 0
+    lad.ko_loc = board.ko_loc
+    lad.ko_color = board.next_color
+    lad.depth = 0
+    lad.num_undo = 0
+    lad.moves_left = LADDER_BUDGET
+    lad.aborted = False
+
+
+cdef inline unsigned int _next_gen(unsigned int* mark, unsigned int gen) noexcept nogil:
+    """The next flood generation for a mark array (clearing it when the counter wraps)."""
+    gen += 1
+    if gen == 0:
+        memset(mark, 0, MAX_ARR * sizeof(unsigned int))
+        gen = 1
+    return gen
+
+
+cdef int _flood_libs(Ladder* lad, unsigned int* mark, unsigned int g, short* stack, int loc,
+                     int limit, short* out) noexcept nogil:
+    """Distinct liberties of the chain at stone loc, counting stops once more than `limit` are
+    found. Writes them to out (room for limit + 1) when out is not NULL. Marks the chain's stones
+    and the liberties it found with g."""
+    cdef int c = lad.color[loc]
+    cdef int sp = 1, n = 0, cur, nb, i
+    stack[0] = loc
+    mark[loc] = g
+    while sp:
+        sp -= 1
+        cur = stack[sp]
+        for i in range(4):
+            nb = cur + lad.adj[i]
+            if mark[nb] == g:
+                continue
+            if lad.color[nb] == C_EMPTY:
+                mark[nb] = g
+                if out != NULL:
+                    out[n] = nb
+                n += 1
+                if n > limit:
+                    return n
+            elif lad.color[nb] == c:
+                mark[nb] = g
+                stack[sp] = nb
+                sp += 1
+    return n
+
+
+cdef inline int _libs(Ladder* lad, int loc, int limit, short* out) noexcept nogil:
+    lad.gen = _next_gen(lad.mark, lad.gen)
+    return _flood_libs(lad, lad.mark, lad.gen, lad.stack, loc, limit, out)
+
+
+cdef int _remove_chain(Ladder* lad, int loc) noexcept nogil:
+    """Take the chain at loc off the scratch board, recording its stones for undo."""
+    cdef int c = lad.color[loc]
+    cdef int sp = 1, n = 0, cur, nb, i
+    lad.gen = _next_gen(lad.mark, lad.gen)
+    cdef unsigned int g = lad.gen
+    lad.stack[0] = loc
+    lad.mark[loc] = g
+    while sp:
+        sp -= 1
+        cur = lad.stack[sp]
+        for i in range(4):
+            nb = cur + lad.adj[i]
+            if lad.mark[nb] != g and lad.color[nb] == c:
+                lad.mark[nb] = g
+                lad.stack[sp] = nb
+                sp += 1
+        lad.color[cur] = C_EMPTY
+        lad.undo_loc[lad.num_undo] = cur
+        lad.num_undo += 1
+        n += 1
+    return n
+
+
+cdef void _undo(Ladder* lad) noexcept nogil:
+    """Take back the last move played with _play, restoring the stones it captured."""
+    lad.depth -= 1
+    cdef int start = lad.frame_start[lad.depth]
+    cdef int placed = lad.undo_loc[start]
+    cdef unsigned char captured_color = 3 - lad.color[placed]
+    cdef int k
+    for k in range(start + 1, lad.num_undo):
+        lad.color[lad.undo_loc[k]] = captured_color
+    lad.color[placed] = C_EMPTY
+    lad.num_undo = start
+    lad.ko_loc = lad.frame_ko_loc[lad.depth]
+    lad.ko_color = lad.frame_ko_color[lad.depth]
+
+
+cdef int _play(Ladder* lad, int loc, int pla) noexcept nogil:
+    """Play pla at loc on the scratch board: the number of stones captured, or -1 when the move
+    is illegal (occupied, simple ko, suicide) or the query ran out of room (then `aborted`).
+    Every move that returns >= 0 must be taken back with _undo."""
+    cdef int opp = 3 - pla
+    cdef int captured = 0, last_captured = NULL_LOC, nb, i
+    cdef bint alone = True
+    if lad.color[loc] != C_EMPTY or (loc == lad.ko_loc and pla == lad.ko_color):
+        return -1
+    if (lad.moves_left <= 0 or lad.depth >= LADDER_MAX_DEPTH
+            or lad.num_undo > LADDER_UNDO_CAP - MAX_AREA - 1):
+        lad.aborted = True
+        return -1
+    lad.moves_left -= 1
+    lad.frame_start[lad.depth] = lad.num_undo
+    lad.frame_ko_loc[lad.depth] = lad.ko_loc
+    lad.frame_ko_color[lad.depth] = lad.ko_color
+    lad.depth += 1
+    lad.color[loc] = pla
+    lad.undo_loc[lad.num_undo] = loc
+    lad.num_undo += 1
+    for i in range(4):
+        nb = loc + lad.adj[i]
+        if lad.color[nb] == opp and _libs(lad, nb, 0, NULL) == 0:
+            captured += _remove_chain(lad, nb)
+            last_captured = nb
+        elif lad.color[nb] == pla:
+            alone = False
+    if captured == 0 and _libs(lad, loc, 0, NULL) == 0:
+        _undo(lad)
+        return -1
+    # A lone stone that captured exactly one stone and has one liberty makes a simple ko.
+    if captured == 1 and alone and _libs(lad, loc, 1, NULL) == 1:
+        lad.ko_loc = last_captured
+        lad.ko_color = opp
+    else:
+        lad.ko_loc = NULL_LOC
+    return captured
+
+
+cdef int _capture_moves(Ladder* lad, int loc, int* out, int cap) noexcept nogil:
+    """The single liberties of opponent chains in atari that touch the chain at loc (moves that
+    capture them), at most cap, without repeats."""
+    cdef int c = lad.color[loc]
+    cdef int opp = 3 - c
+    cdef int sp = 1, n = 0, cur, nb, i, k
+    cdef short lib[2]
+    lad.gen = _next_gen(lad.mark, lad.gen)
+    cdef unsigned int g = lad.gen
+    lad.stack[0] = loc
+    lad.mark[loc] = g
+    while sp:
+        sp -= 1
+        cur = lad.stack[sp]
+        for i in range(4):
+            nb = cur + lad.adj[i]
+            if lad.mark[nb] == g:
+                continue
+            if lad.color[nb] == c:
+                lad.mark[nb] = g
+                lad.stack[sp] = nb
+                sp += 1
+            elif lad.color[nb] == opp:
+                # One flood per touching opponent chain (mark2); mark its stones in `mark` too so
+                # the outer flood does not look at the same chain again.
+                lad.gen2 = _next_gen(lad.mark2, lad.gen2)
+                if _flood_libs_marking(lad, nb, g, lib) == 1:
+                    for k in range(n):
+                        if out[k] == lib[0]:
+                            break
+                    else:
+                        if n < cap:
+                            out[n] = lib[0]
+                            n += 1
+    return n
+
+
+cdef int _flood_libs_marking(Ladder* lad, int loc, unsigned int outer_g, short* lib) noexcept nogil:
+    """Liberty count (capped at 2) of the chain at loc, found with mark2/stack2 (so it can run
+    inside a flood that uses mark/stack); also marks the chain's stones with outer_g in `mark`.
+    lib[0] gets the first liberty found."""
+    cdef int c = lad.color[loc]
+    cdef unsigned int g = lad.gen2
+    cdef int sp = 1, n = 0, cur, nb, i
+    lad.stack2[0] = loc
+    lad.mark2[loc] = g
+    lad.mark[loc] = outer_g
+    while sp:
+        sp -= 1
+        cur = lad.stack2[sp]
+        for i in range(4):
+            nb = cur + lad.adj[i]
+            if lad.mark2[nb] == g:
+                continue
+            if lad.color[nb] == C_EMPTY:
+                lad.mark2[nb] = g
+                if n < 2:
+                    lib[n] = nb
+                n += 1
+            elif lad.color[nb] == c:
+                lad.mark2[nb] = g
+                lad.mark[nb] = outer_g
+                lad.stack2[sp] = nb
+                sp += 1
+    return n if n < 2 else 2
+
+
+# --- the search ----------------------------------------------------------------------------
+
+cdef bint _defender_loses(Ladder* lad, int loc) noexcept nogil:
+    """The chain at loc has one liberty and its owner is to move: True when no escape works."""
+    cdef int c = lad.color[loc]
+    cdef short lib[2]
+    cdef int moves[MAX_CAPTURE_MOVES + 1]
+    cdef int num_moves, k
+    cdef bint escaped
+    if lad.aborted or _libs(lad, loc, 1, lib) != 1:
+        return False
+    # Extending first: it is the usual try and often escapes at once.
+    moves[0] = lib[0]
+    num_moves = 1 + _capture_moves(lad, loc, moves + 1, MAX_CAPTURE_MOVES)
+    for k in range(num_moves):
+        if k > 0 and moves[k] == moves[0]:
+            continue  # extending there also captures: already read
+        if _play(lad, moves[k], c) < 0:
+            if lad.aborted:
+                return False
+            continue
+        escaped = _escaped(lad, loc)
+        _undo(lad)
+        if escaped or lad.aborted:
+            return False
+    return True
+
+
+cdef bint _escaped(Ladder* lad, int loc) noexcept nogil:
+    """The defender just moved (attacker to move): True when the chain at loc is out."""
+    cdef short libs[3]
+    cdef int n = _libs(lad, loc, 2, libs)
+    if n >= 3:
+        return True
+    if n <= 1:
+        return False
+    return not _attacker_wins(lad, loc, libs)
+
+
+cdef bint _attacker_wins(Ladder* lad, int loc, short* libs) noexcept nogil:
+    """The chain at loc has the two liberties libs and the attacker is to move: True when an
+    atari on one of them leaves it in inescapable atari."""
+    cdef int opp = 3 - lad.color[loc]
+    cdef short lib0 = libs[0], lib1 = libs[1]
+    cdef short moves[2]
+    cdef short after[2]
+    cdef bint wins
+    cdef int k
+    moves[0] = lib0
+    moves[1] = lib1
+    for k in range(2):
+        if _play(lad, moves[k], opp) < 0:
+            if lad.aborted:
+                return False
+            continue
+        wins = _libs(lad, loc, 1, after) == 1 and _defender_loses(lad, loc)
+        _undo(lad)
+        if lad.aborted:
+            return False
+        if wins:
+            return True
+    return False
+
+
+cdef inline void _start_query(Ladder* lad) noexcept nogil:
+    lad.moves_left = LADDER_BUDGET
+    lad.aborted = False
+
+
+cdef bint ladder_captured(Ladder* lad, int loc) noexcept nogil:
+    cdef short lib[2]
+    if lad.color[loc] != C_BLACK and lad.color[loc] != C_WHITE:
+        return False
+    if _libs(lad, loc, 1, lib) != 1:
+        return False
+    _start_query(lad)
+    cdef bint result = _defender_loses(lad, loc)
+    return result and not lad.aborted
+
+
+cdef bint ladder_move_works(Ladder* lad, int loc, int move) noexcept nogil:
+    cdef short libs[3]
+    cdef bint result
+    if lad.color[loc] != C_BLACK and lad.color[loc] != C_WHITE:
+        return False
+    if _libs(lad, loc, 2, libs) != 2 or (move != libs[0] and move != libs[1]):
+        return False
+    _start_query(lad)
+    if _play(lad, move, 3 - lad.color[loc]) < 0:
+        return False
+    result = _libs(lad, loc, 1, libs) == 1 and _defender_loses(lad, loc)
+    _undo(lad)
+    return result and not lad.aborted
+
+
+cdef int ladder_working_moves(Ladder* lad, int loc, int* out) noexcept nogil:
+    cdef short libs[3]
+    cdef int n = 0, k
+    cdef short lib0, lib1
+    if lad.color[loc] != C_BLACK and lad.color[loc] != C_WHITE:
+        return 0
+    if _libs(lad, loc, 2, libs) != 2:
+        return 0
+    lib0 = libs[0]
+    lib1 = libs[1]
+    if ladder_move_works(lad, loc, lib0):
+        out[n] = lib0
+        n += 1
+    if ladder_move_works(lad, loc, lib1):
+        out[n] = lib1
+        n += 1
+    return n
+
+
+cdef bint ladder_chain(Ladder* lad, Board board, int loc, int* working, int* num_working) noexcept nogil:
+    cdef int libs = board.libs[board.chain_head[loc]]
+    cdef int attacker = 3 - board.color[loc]
+    cdef int moves[2]
+    cdef int n, k
+    num_working[0] = 0
+    if libs == 1:
+        return ladder_captured(lad, loc)
+    if libs != 2:
+        return False
+    n = ladder_working_moves(lad, loc, moves)
+    for k in range(n):
+        if attacker != board.next_color or board.is_legal_loc(moves[k]):
+            working[num_working[0]] = moves[k]
+            num_working[0] += 1
+    return num_working[0] > 0
+
+
+# --- Python access (tests, tools) ----------------------------------------------------------
+
+cdef int _stone_loc(Board board, int move) except -1:
+    if not 0 <= move < board.area:
+        raise ValueError(f"move {move} is not a point of a {board.x_size}x{board.y_size} board")
+    cdef int loc = board.loc_of(move)
+    if board.color[loc] != C_BLACK and board.color[loc] != C_WHITE:
+        raise ValueError(f"no stone at move {move}")
+    return loc
+
+
+def is_laddered(Board board, int move) -> bool:
+    """Whether the chain with a stone at `move` is in or one move from inescapable atari: the
+    condition of the ladder input feature (see ladder.pxd for what the search reads)."""
+    cdef int loc = _stone_loc(board, move)
+    cdef Ladder lad
+    cdef int working[2]
+    cdef int num_working
+    ladder_load(&lad, board)
+    return bool(ladder_chain(&lad, board, loc, working, &num_working))
+
+
+def working_moves(Board board, int move) -> list[int]:
+    """For the 2-liberty chain with a stone at `move`: the opponent's moves (move indices) that
+    leave it in inescapable atari (legal on the board when the opponent is to move). Empty for
+    chains with another number of liberties."""
+    cdef int loc = _stone_loc(board, move)
+    cdef Ladder lad
+    cdef int working[2]
+    cdef int num_working = 0
+    ladder_load(&lad, board)
+    if board.libs[board.chain_head[loc]] == 2:
+        ladder_chain(&lad, board, loc, working, &num_working)
+    return sorted(board.move_of(working[k]) for k in range(num_working))
+
+
+def ladder_moves(Board board) -> list[int]:
+    """The player to move's moves (move indices, sorted) that put an opponent chain with two
+    liberties into inescapable atari: the LADDER_WORKING_MOVE feature."""
+    cdef Ladder lad
+    cdef int working[2]
+    cdef int num_working, loc, k
+    cdef set found = set()
+    ladder_load(&lad, board)
+    for loc in range(board.arr_size):
+        if (board.color[loc] == 3 - board.next_color and board.chain_head[loc] == loc
+                and board.libs[loc] == 2):
+            ladder_chain(&lad, board, loc, working, &num_working)
+            for k in range(num_working):
+                found.add(board.move_of(working[k]))
+    return sorted(found)
