@@ -149,10 +149,10 @@ def test_garbage_off_the_board_is_ignored() -> None:
         torch.testing.assert_close(a, b)
 
 
-def test_masked_batchnorm_statistics_in_train_mode() -> None:
+@pytest.mark.parametrize("sizes", [[(9, 9), (7, 11), (9, 9)], [(9, 11), (9, 11)]])
+def test_masked_batchnorm_statistics_in_train_mode(sizes: list[tuple[int, int]]) -> None:
     """The same positions in tight or padded tensors give the same training-mode outputs and
     the same running-statistics updates: statistics count on-board points only."""
-    sizes = [(9, 9), (7, 11), (9, 9)]
     tight, tight_globals = batch(sizes, seed=6)  # padded to 9x11, the smallest tensor that fits
     loose, loose_globals = batch(sizes, seed=6, pad_to=(19, 19))
     torch.manual_seed(0)
