@@ -270,6 +270,8 @@ class ValueHead(nn.Module):
 
     def forward(self, x: Tensor, geo: BoardGeometry) -> tuple[Tensor, Tensor, Tensor]:
         """-> (V_pooled [B, 3c_head], outcome [B, 9] raw, ownership logits [B, H, W])."""
+        # As in Appendix A, V is pooled and fed to the ownership conv directly, with no batch
+        # norm or ReLU in between; it is 0 off the board (bias-free 1x1 conv of a masked input).
         v = self.v_conv(x)
         pooled = value_pool(v, geo)
         outcome = self.outcome_out(F.relu(self.outcome_hidden(pooled)))
