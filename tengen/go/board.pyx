@@ -752,9 +752,13 @@ cdef class Board:
     def validate(self) -> None:
         """Recompute chains, liberties, counts, empty list and hash from the stones and compare
         with the incremental state; RuntimeError naming the first difference (for tests)."""
-        cdef int loc, head, cur, count, k
+        cdef int loc, head, cur, count, k, n, top, size, linked, c
+        cdef uint32_t m
         cdef uint64_t h = 0
         cdef int stones[3]
+        cdef short stack[MAX_AREA]
+        cdef bint checked[MAX_ARR]
+        memset(checked, 0, sizeof(checked))
         stones[0] = stones[1] = stones[2] = 0
         for loc in range(self.arr_size):
             c = self.color[loc]
@@ -768,23 +772,37 @@ cdef class Board:
                 head = self.chain_head[loc]
                 if self.color[head] != c or self.chain_head[head] != head:
                     raise RuntimeError(f"stone {self.move_of(loc)} has a bad chain head")
+                if checked[head]:
+                    continue
+                checked[head] = True
                 # The flood-filled chain must be exactly the linked list.
-                flood = {loc}
-                todo = [loc]
-                while todo:
-                    cur = todo.pop()
+                m = self.new_mark()
+                self.mark[loc] = m
+                stack[0] = loc
+                top = 1
+                size = 0
+                while top > 0:
+                    top -= 1
+                    cur = stack[top]
+                    size += 1
+                    if self.chain_head[cur] != head:
+                        raise RuntimeError(f"stone {self.move_of(cur)} has a bad chain head")
                     for k in range(4):
-                        if self.color[cur + self.adj[k]] == c and cur + self.adj[k] not in flood:
-                            flood.add(cur + self.adj[k])
-                            todo.append(cur + self.adj[k])
-                linked = set()
+                        n = cur + self.adj[k]
+                        if self.color[n] == c and self.mark[n] != m:
+                            self.mark[n] = m
+                            stack[top] = n
+                            top += 1
+                linked = 0
                 cur = head
                 while True:
-                    linked.add(cur)
+                    if self.mark[cur] != m or linked > size:
+                        raise RuntimeError(f"chain list at {self.move_of(head)} leaves the chain")
+                    linked += 1
                     cur = self.next_stone[cur]
                     if cur == head:
                         break
-                if flood != linked or len(linked) != self.chain_size[head]:
+                if linked != size or size != self.chain_size[head]:
                     raise RuntimeError(f"chain at {self.move_of(loc)} disagrees with its stones")
                 count = self._count_libs(head)
                 if count != self.libs[head] or count == 0:
