@@ -69,5 +69,6 @@ cdef bint ladder_chain(Ladder* lad, Board board, int loc, int* working, int* num
 # The feature question for the chain at stone `loc` of `board` (loaded into lad): True when it
 # is in inescapable atari (1 liberty, ladder_captured) or one move from it (2 liberties and an
 # opponent move on one of them works; when the opponent is the board's player to move, the move
-# must also be legal on the board, superko included). The working moves (2-liberty chains only)
-# go to working (room for 2) and their number to num_working.
+# must also be legal on the board, superko included). The working moves go to working (room for
+# 2) and their number to num_working: all of them for chains of the opponent of the player to
+# move, the first one found otherwise (enough to answer), none for 1-liberty chains.

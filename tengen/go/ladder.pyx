@@ -157,13 +157,45 @@ cdef int _play(Ladder* lad, int loc, int pla) noexcept nogil:
     return captured
 
 
-cdef int _capture_moves(Ladder* lad, int loc, int* out, int cap) noexcept nogil:
-    """The single liberties of opponent chains in atari that touch the chain at loc (moves that
-    capture them), at most cap, without repeats."""
+cdef int _chain_libs2(Ladder* lad, int loc, short* lib) noexcept nogil:
+    """Liberties of the chain at loc counted up to 2 (0, 1 or 2), with mark2/stack2 so it can
+    run inside a flood that uses mark/stack; lib[0] gets the first one found."""
+    cdef int c = lad.color[loc]
+    cdef int sp = 1, n = 0, cur, nb, i
+    lad.gen2 = _next_gen(lad.mark2, lad.gen2)
+    cdef unsigned int g = lad.gen2
+    lad.stack2[0] = loc
+    lad.mark2[loc] = g
+    while sp:
+        sp -= 1
+        cur = lad.stack2[sp]
+        for i in range(4):
+            nb = cur + lad.adj[i]
+            if lad.mark2[nb] == g:
+                continue
+            lad.mark2[nb] = g
+            if lad.color[nb] == C_EMPTY:
+                if n == 0:
+                    lib[0] = nb
+                n += 1
+                if n == 2:
+                    return 2
+            elif lad.color[nb] == c:
+                lad.stack2[sp] = nb
+                sp += 1
+    return n
+
+
+cdef int _escape_moves(Ladder* lad, int loc, int* out, int cap) noexcept nogil:
+    """The defender's tries for the chain at loc, if it has exactly one liberty: that liberty
+    first, then the single liberties of opponent chains in atari that touch the chain (captures),
+    without repeats, at most cap in all. Returns their number, 0 when the chain does not have
+    exactly one liberty. One flood of the chain finds both."""
     cdef int c = lad.color[loc]
     cdef int opp = 3 - c
-    cdef int sp = 1, n = 0, cur, nb, i, k
-    cdef short lib[2]
+    cdef int sp = 1, n = 1, libs = 0, cur, nb, i, k
+    cdef short lib[1]
+    lib[0] = NULL_LOC
     lad.gen = _next_gen(lad.mark, lad.gen)
     cdef unsigned int g = lad.gen
     lad.stack[0] = loc
@@ -175,72 +207,50 @@ cdef int _capture_moves(Ladder* lad, int loc, int* out, int cap) noexcept nogil:
             nb = cur + lad.adj[i]
             if lad.mark[nb] == g:
                 continue
-            if lad.color[nb] == c:
-                lad.mark[nb] = g
+            lad.mark[nb] = g
+            if lad.color[nb] == C_EMPTY:
+                libs += 1
+                if libs > 1:
+                    return 0
+                out[0] = nb
+            elif lad.color[nb] == c:
                 lad.stack[sp] = nb
                 sp += 1
-            elif lad.color[nb] == opp:
-                # One flood per touching opponent chain (mark2); mark its stones in `mark` too so
-                # the outer flood does not look at the same chain again.
-                lad.gen2 = _next_gen(lad.mark2, lad.gen2)
-                if _flood_libs_marking(lad, nb, g, lib) == 1:
-                    for k in range(n):
-                        if out[k] == lib[0]:
-                            break
-                    else:
-                        if n < cap:
-                            out[n] = lib[0]
-                            n += 1
+            elif lad.color[nb] == opp and _chain_libs2(lad, nb, lib) == 1:
+                for k in range(1, n):
+                    if out[k] == lib[0]:
+                        break
+                else:
+                    if n < cap:
+                        out[n] = lib[0]
+                        n += 1
+    if libs != 1:
+        return 0
+    # A capture on the liberty itself is the extension, already first.
+    for k in range(1, n):
+        if out[k] == out[0]:
+            out[k] = out[n - 1]
+            n -= 1
+            break
     return n
-
-
-cdef int _flood_libs_marking(Ladder* lad, int loc, unsigned int outer_g, short* lib) noexcept nogil:
-    """Liberty count (capped at 2) of the chain at loc, found with mark2/stack2 (so it can run
-    inside a flood that uses mark/stack); also marks the chain's stones with outer_g in `mark`.
-    lib[0] gets the first liberty found."""
-    cdef int c = lad.color[loc]
-    cdef unsigned int g = lad.gen2
-    cdef int sp = 1, n = 0, cur, nb, i
-    lad.stack2[0] = loc
-    lad.mark2[loc] = g
-    lad.mark[loc] = outer_g
-    while sp:
-        sp -= 1
-        cur = lad.stack2[sp]
-        for i in range(4):
-            nb = cur + lad.adj[i]
-            if lad.mark2[nb] == g:
-                continue
-            if lad.color[nb] == C_EMPTY:
-                lad.mark2[nb] = g
-                if n < 2:
-                    lib[n] = nb
-                n += 1
-            elif lad.color[nb] == c:
-                lad.mark2[nb] = g
-                lad.mark[nb] = outer_g
-                lad.stack2[sp] = nb
-                sp += 1
-    return n if n < 2 else 2
 
 
 # --- the search ----------------------------------------------------------------------------
 
 cdef bint _defender_loses(Ladder* lad, int loc) noexcept nogil:
-    """The chain at loc has one liberty and its owner is to move: True when no escape works."""
+    """The defender is to move: True when the chain at loc has one liberty and no escape works
+    (False when it does not have exactly one liberty)."""
     cdef int c = lad.color[loc]
-    cdef short lib[2]
     cdef int moves[MAX_CAPTURE_MOVES + 1]
     cdef int num_moves, k
     cdef bint escaped
-    if lad.aborted or _libs(lad, loc, 1, lib) != 1:
+    if lad.aborted:
         return False
-    # Extending first: it is the usual try and often escapes at once.
-    moves[0] = lib[0]
-    num_moves = 1 + _capture_moves(lad, loc, moves + 1, MAX_CAPTURE_MOVES)
+    # Extending comes first: it is the usual try and often escapes at once.
+    num_moves = _escape_moves(lad, loc, moves, MAX_CAPTURE_MOVES + 1)
+    if num_moves == 0:
+        return False
     for k in range(num_moves):
-        if k > 0 and moves[k] == moves[0]:
-            continue  # extending there also captures: already read
         if _play(lad, moves[k], c) < 0:
             if lad.aborted:
                 return False
@@ -269,7 +279,6 @@ cdef bint _attacker_wins(Ladder* lad, int loc, short* libs) noexcept nogil:
     cdef int opp = 3 - lad.color[loc]
     cdef short lib0 = libs[0], lib1 = libs[1]
     cdef short moves[2]
-    cdef short after[2]
     cdef bint wins
     cdef int k
     moves[0] = lib0
@@ -279,7 +288,7 @@ cdef bint _attacker_wins(Ladder* lad, int loc, short* libs) noexcept nogil:
             if lad.aborted:
                 return False
             continue
-        wins = _libs(lad, loc, 1, after) == 1 and _defender_loses(lad, loc)
+        wins = _defender_loses(lad, loc)
         _undo(lad)
         if lad.aborted:
             return False
@@ -294,10 +303,7 @@ cdef inline void _start_query(Ladder* lad) noexcept nogil:
 
 
 cdef bint ladder_captured(Ladder* lad, int loc) noexcept nogil:
-    cdef short lib[2]
     if lad.color[loc] != C_BLACK and lad.color[loc] != C_WHITE:
-        return False
-    if _libs(lad, loc, 1, lib) != 1:
         return False
     _start_query(lad)
     cdef bint result = _defender_loses(lad, loc)
@@ -314,7 +320,7 @@ cdef bint ladder_move_works(Ladder* lad, int loc, int move) noexcept nogil:
     _start_query(lad)
     if _play(lad, move, 3 - lad.color[loc]) < 0:
         return False
-    result = _libs(lad, loc, 1, libs) == 1 and _defender_loses(lad, loc)
+    result = _defender_loses(lad, loc)
     _undo(lad)
     return result and not lad.aborted
 
@@ -339,20 +345,23 @@ cdef int ladder_working_moves(Ladder* lad, int loc, int* out) noexcept nogil:
 
 
 cdef bint ladder_chain(Ladder* lad, Board board, int loc, int* working, int* num_working) noexcept nogil:
-    cdef int libs = board.libs[board.chain_head[loc]]
+    cdef int head = board.chain_head[loc]
     cdef int attacker = 3 - board.color[loc]
-    cdef int moves[2]
-    cdef int n, k
+    cdef short libs[3]
+    cdef int k
     num_working[0] = 0
-    if libs == 1:
+    if board.libs[head] == 1:
         return ladder_captured(lad, loc)
-    if libs != 2:
+    if board.libs[head] != 2:
         return False
-    n = ladder_working_moves(lad, loc, moves)
-    for k in range(n):
-        if attacker != board.next_color or board.is_legal_loc(moves[k]):
-            working[num_working[0]] = moves[k]
+    _libs(lad, loc, 2, libs)
+    for k in range(2):
+        if ((attacker != board.next_color or board.is_legal_loc(libs[k]))
+                and ladder_move_works(lad, loc, libs[k])):
+            working[num_working[0]] = libs[k]
             num_working[0] += 1
+            if attacker != board.next_color:
+                break  # the player to move's own chain: one working move settles it
     return num_working[0] > 0
 
 
@@ -386,10 +395,14 @@ def working_moves(Board board, int move) -> list[int]:
     cdef Ladder lad
     cdef int working[2]
     cdef int num_working = 0
+    cdef int attacker = 3 - board.color[loc]
     ladder_load(&lad, board)
     if board.libs[board.chain_head[loc]] == 2:
-        ladder_chain(&lad, board, loc, working, &num_working)
-    return sorted(board.move_of(working[k]) for k in range(num_working))
+        num_working = ladder_working_moves(&lad, loc, working)
+    return sorted(
+        board.move_of(working[k]) for k in range(num_working)
+        if attacker != board.next_color or board.is_legal_loc(working[k])
+    )
 
 
 def ladder_moves(Board board) -> list[int]:
@@ -407,3 +420,4 @@ def ladder_moves(Board board) -> list[int]:
             for k in range(num_working):
                 found.add(board.move_of(working[k]))
     return sorted(found)
+
