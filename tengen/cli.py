@@ -14,6 +14,7 @@ import sys
 COMMAND_MODULES = [
     "tengen.commands.bench",
     "tengen.commands.sgf",
+    "tengen.commands.ratings",
 ]
 
 

@@ -1,0 +1,108 @@
+"""`python -m services.ratings`: the ratings service (gRPC + HTTP) over a SQL store.
+
+Every flag has a TENGEN_ environment override (see `--help`). Without a token (flag or
+$TENGEN_RATINGS_TOKEN) the service uses the data dir's token file, creating it on first start, so
+clients sharing the data dir can write and nobody else can. Stops cleanly on SIGTERM or SIGINT:
+in-flight requests finish, then the servers and the database pool close.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+from tengen.ratings.config import (
+    DEFAULT_GRPC_PORT,
+    DEFAULT_HTTP_PORT,
+    add_store_arguments,
+    env_default,
+    load_or_create_token,
+    port,
+    positive_int,
+    store_url,
+)
+
+log = logging.getLogger("services.ratings")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m services.ratings",
+        description="tengen ratings service: Bayesian Elo of players from rated games, "
+        "over gRPC (RatingsService) and HTTP (JSON, HTML page, /healthz, /metrics).",
+    )
+    add_store_arguments(parser)
+    parser.add_argument(
+        "--host", default=env_default("TENGEN_RATINGS_HOST", "0.0.0.0"),
+        help="listen address ($TENGEN_RATINGS_HOST, default 0.0.0.0)",
+    )
+    parser.add_argument(
+        "--grpc-port", type=port, default=env_default("TENGEN_RATINGS_GRPC_PORT", DEFAULT_GRPC_PORT, port),
+        help=f"gRPC port ($TENGEN_RATINGS_GRPC_PORT, default {DEFAULT_GRPC_PORT}; 0 picks a free one)",
+    )
+    parser.add_argument(
+        "--http-port", type=port, default=env_default("TENGEN_RATINGS_HTTP_PORT", DEFAULT_HTTP_PORT, port),
+        help=f"HTTP port ($TENGEN_RATINGS_HTTP_PORT, default {DEFAULT_HTTP_PORT}; 0 picks a free one)",
+    )
+    parser.add_argument(
+        "--token", default=env_default("TENGEN_RATINGS_TOKEN", None),
+        help="bearer token that writes must carry ($TENGEN_RATINGS_TOKEN; default: the data dir's token file)",
+    )
+    parser.add_argument(
+        "--connect-attempts", type=positive_int,
+        default=env_default("TENGEN_RATINGS_CONNECT_ATTEMPTS", 10, positive_int),
+        help="tries to reach the database at start, with backoff ($TENGEN_RATINGS_CONNECT_ATTEMPTS, default 10)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    from sqlalchemy.exc import OperationalError
+
+    from services.ratings.api import RatingsApi
+    from services.ratings.server import RatingsServer
+    from tengen.ratings.book import RatingsBook
+    from tengen.ratings.store import RatingsStore
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    token = args.token or load_or_create_token(args.data_dir)
+    try:
+        store = RatingsStore(
+            store_url(args.data_dir, args.database_url),
+            max_batch=args.max_batch,
+            connect_attempts=args.connect_attempts,
+        )
+    except OperationalError as error:
+        log.error("cannot open the ratings database: %s", str(error).splitlines()[0])
+        return 1
+    log.info("ratings store: %s", store.engine.url.render_as_string(hide_password=True))
+    book = RatingsBook(store, prior_draws=args.prior_draws, anchor=args.anchor)
+    server = RatingsServer(RatingsApi(book, token), args.host, args.grpc_port, args.http_port)
+    server.start()
+    print(f"ratings service ready: grpc={server.grpc_port} http={server.http_port}", flush=True)
+    stop.wait()
+    server.stop()
+    store.close()
+    log.info("ratings service stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

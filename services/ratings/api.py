@@ -1,0 +1,120 @@
+"""What both front ends (gRPC and HTTP) of the ratings service call: auth, metrics, the book."""
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from tengen.ratings.book import History, Leaderboard, PlayerReport, RatingsBook
+from tengen.ratings.records import (
+    Conflict,
+    GameReport,
+    InvalidRequest,
+    PlayerInfo,
+    Unauthorized,
+    UnknownPlayer,
+)
+from tengen.ratings.store import ReportOutcome
+
+T = TypeVar("T")
+
+
+class Metrics:
+    """The service's Prometheus metrics, in their own registry (several servers can share a process)."""
+
+    def __init__(self, book: RatingsBook) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "tengen_ratings_requests",
+            "Ratings API requests by API and outcome",
+            ["api", "outcome"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "tengen_ratings_request_seconds", "Ratings API latency", ["api"], registry=self.registry
+        )
+        self.reported = Counter(
+            "tengen_ratings_games_reported",
+            "Games received in reports, by whether they were new or replays",
+            ["outcome"],
+            registry=self.registry,
+        )
+        stored = Gauge("tengen_ratings_games", "Rated games in the store", registry=self.registry)
+        stored.set_function(lambda: book.store.game_count())
+
+
+def bearer_matches(header: str | None, token: str) -> bool:
+    """True when `header` is exactly `Bearer <token>` (compared in constant time)."""
+    if not header or not header.startswith("Bearer "):
+        return False
+    return hmac.compare_digest(header[len("Bearer ") :].encode(), token.encode())
+
+
+class RatingsApi:
+    def __init__(self, book: RatingsBook, token: str) -> None:
+        if not token:
+            raise ValueError("the ratings service needs a non-empty write token")
+        self.book = book
+        self._token = token
+        self.metrics = Metrics(book)
+
+    @contextmanager
+    def _observe(self, api: str) -> Iterator[None]:
+        start = time.perf_counter()
+        outcome = "error"
+        try:
+            yield
+            outcome = "ok"
+        except InvalidRequest:
+            outcome = "invalid"
+            raise
+        except Conflict:
+            outcome = "conflict"
+            raise
+        except Unauthorized:
+            outcome = "unauthorized"
+            raise
+        except UnknownPlayer:
+            outcome = "not_found"
+            raise
+        finally:
+            self.metrics.requests.labels(api, outcome).inc()
+            self.metrics.latency.labels(api).observe(time.perf_counter() - start)
+
+    def _read(self, api: str, call: Callable[[], T]) -> T:
+        with self._observe(api):
+            try:
+                return call()
+            except ValueError as error:
+                if isinstance(error, (InvalidRequest, Conflict, UnknownPlayer)):
+                    raise
+                # Bad read parameters (prior weight, limit) from elo.fit / the book.
+                raise InvalidRequest(str(error)) from None
+
+    def report(
+        self,
+        authorization: str | None,
+        games: Callable[[], Sequence[GameReport]],
+        players: Callable[[], Sequence[PlayerInfo]],
+    ) -> ReportOutcome:
+        """Check the token first, then parse (`games`, `players` raise InvalidRequest), then store."""
+        with self._observe("report_games"):
+            if not bearer_matches(authorization, self._token):
+                raise Unauthorized("writes need the header 'Authorization: Bearer <token>' with the service's token")
+            outcome = self.book.store.report(games(), players())
+            self.metrics.reported.labels("accepted").inc(outcome.accepted)
+            self.metrics.reported.labels("duplicate").inc(outcome.duplicates)
+            return outcome
+
+    def leaderboard(self, limit: int = 0, prior_draws: float | None = None) -> Leaderboard:
+        return self._read("leaderboard", lambda: self.book.leaderboard(limit, prior_draws))
+
+    def player(self, name: str, prior_draws: float | None = None) -> PlayerReport:
+        return self._read("player", lambda: self.book.player(name, prior_draws))
+
+    def history(self, prior_draws: float | None = None) -> History:
+        return self._read("history", lambda: self.book.history(prior_draws))
