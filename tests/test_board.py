@@ -234,6 +234,18 @@ def test_sending_two_returning_one(rules, reason) -> None:
         assert np.array_equal(board.stones(), start) and board.to_move == WHITE
 
 
+def test_setting_to_move_after_setup_forgets_the_other_player() -> None:
+    # The same cycle with colours swapped and White to move from the start: the start position
+    # never stood with Black to move, so White's returning capture is legal (situational).
+    swapped = SENDING_TWO.replace("X", "x").replace("O", "X").replace("x", "O")
+    board = Board.from_diagram(swapped, rules=SITUATIONAL, to_move=WHITE)
+    board.play(mv(board, 1, 0))
+    board.play(mv(board, 3, 0))
+    assert board.illegal_reason(mv(board, 2, 0)) is None
+    board.play(mv(board, 2, 0))
+    assert board.to_move == BLACK
+
+
 @pytest.mark.parametrize(
     "rules, reason", [(POSITIONAL_SUICIDE, "superko"), (SITUATIONAL_SUICIDE, None)]
 )

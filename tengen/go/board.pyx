@@ -618,7 +618,11 @@ cdef class Board:
         if value != self.next_color:
             self.next_color = value
             self.ko_loc = NULL_LOC  # the ko ban binds only the player who was to move
-            if self.ko_rule != KO_SIMPLE:
+            if self.seen_count <= 1:
+                # Nothing played since setup: the position never stood with the old player to
+                # move, so it must not count as seen that way (situational superko).
+                self._reset_seen()
+            elif self.ko_rule != KO_SIMPLE:
                 if self._reserve() != 0:
                     raise MemoryError()
                 self._seen_insert(self._key(self.pos_hash, self.next_color))
