@@ -244,3 +244,23 @@ def test_bad_input_is_refused(tmp_path: Path) -> None:
     window.append("y", fake_rows(1, 2))
     with pytest.raises(Exception, match="pos_len 9, not 11"):
         Window(tmp_path, 11, c=100)
+
+
+def test_cropped_batches_keep_every_board_value(tmp_path: Path) -> None:
+    window = Window(tmp_path, 13, c=1000)
+    rows7, rows9 = fake_rows(1, 4, 7, 7, pos_len=13), fake_rows(2, 4, 9, 7, pos_len=13)
+    window.append("a", rows7)
+    window.append("b", rows9)
+    full = window.sample(64, np.random.default_rng(3))
+    small = full.cropped()
+    assert small.pos_len == 9 and full.pos_len == 13
+    np.testing.assert_array_equal(small.spatial, full.spatial[:, :, :9, :9])
+    assert full.spatial[:, :, 9:, :].sum() == 0 and full.spatial[:, :, :, 9:].sum() == 0
+    for big, cut in ((full.policy, small.policy), (full.opponent_policy, small.opponent_policy)):
+        np.testing.assert_array_equal(cut[:, :81].reshape(-1, 9, 9), big[:, :169].reshape(-1, 13, 13)[:, :9, :9])
+        np.testing.assert_array_equal(cut[:, 81], big[:, 169])
+        np.testing.assert_allclose(cut.sum(axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(small.ownership, full.ownership[:, :9, :9])
+    only7 = Window(tmp_path / "seven", 13, c=1000)
+    only7.append("a", rows7)
+    assert only7.sample(8, np.random.default_rng(0), crop=True).spatial.shape[-2:] == (7, 7)

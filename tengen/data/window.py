@@ -25,6 +25,7 @@ One process writes a window directory at a time; appends and samples are thread-
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -92,6 +93,30 @@ class Batch:
     y_size: np.ndarray  # int64 [B]
     rows: np.ndarray  # int64 [B]: global row numbers drawn (for tests and diagnostics)
     symmetry: np.ndarray  # int64 [B]: the symmetry applied to each row
+
+    @property
+    def pos_len(self) -> int:
+        return self.spatial.shape[-1]
+
+    def cropped(self) -> "Batch":
+        """The same rows in the smallest buffer that holds every board of the batch (boards are in
+        the top-left corner, so cropping drops only zeros; policy indices are renumbered)."""
+        old, new = self.pos_len, int(max(self.x_size.max(), self.y_size.max()))
+        if new == old:
+            return self
+        n = len(self.weight)
+
+        def policy(p: np.ndarray) -> np.ndarray:
+            board = p[:, : old * old].reshape(n, old, old)[:, :new, :new].reshape(n, new * new)
+            return np.concatenate([board, p[:, old * old :]], axis=1)
+
+        return dataclasses.replace(
+            self,
+            spatial=np.ascontiguousarray(self.spatial[:, :, :new, :new]),
+            policy=policy(self.policy),
+            opponent_policy=policy(self.opponent_policy),
+            ownership=np.ascontiguousarray(self.ownership[:, :new, :new]),
+        )
 
 
 @dataclass
@@ -327,15 +352,19 @@ class Window:
             self._maps[shard.first_row] = mapped
         return mapped[1]
 
-    def sample(self, batch_size: int, rng: np.random.Generator, augment: bool = True) -> Batch:
+    def sample(self, batch_size: int, rng: np.random.Generator, augment: bool = True, crop: bool = False) -> Batch:
         """`batch_size` rows drawn uniformly (with replacement) from the window, each under a random
-        symmetry its board allows (identity when `augment` is False)."""
+        symmetry its board allows (identity when `augment` is False). With `crop`, the buffers
+        shrink to the largest board in the batch (less work for the net on small boards)."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         with self._lock:
             if len(self) == 0:
                 raise ValueError("the window is empty")
             row_numbers = rng.integers(self.start, self._n_total, size=batch_size)
             records = self.read(row_numbers)
-        return self._unpack(records, row_numbers, rng, augment)
+        batch = self._unpack(records, row_numbers, rng, augment)
+        return batch.cropped() if crop else batch
 
     def _unpack(self, records: np.ndarray, row_numbers: np.ndarray, rng: np.random.Generator,
                 augment: bool) -> Batch:
