@@ -99,6 +99,8 @@ cdef class Board:
     cdef uint64_t* seen
     cdef int seen_cap                  # power of two; at most half full
     cdef int seen_count
+    cdef int max_seen_stones           # most stones in any position of the set: a position with
+                                       # more cannot repeat, so its lookup is skipped
 
     # --- scratch (not copied) ---
     cdef uint32_t mark[MAX_ARR]        # visit marks for floods; a point is marked iff == mark_gen

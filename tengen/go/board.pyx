@@ -138,6 +138,7 @@ cdef class Board:
     cdef void _reset_seen(self) noexcept nogil:
         memset(self.seen, 0, self.seen_cap * sizeof(uint64_t))
         self.seen_count = 0
+        self.max_seen_stones = 0
         if self.ko_rule != KO_SIMPLE:
             self._seen_insert(self._key(self.pos_hash, self.next_color))
 
@@ -160,6 +161,8 @@ cdef class Board:
             i = (i + 1) & mask
         self.seen[i] = key
         self.seen_count += 1
+        if self.num_stones[C_BLACK] + self.num_stones[C_WHITE] > self.max_seen_stones:
+            self.max_seen_stones = self.num_stones[C_BLACK] + self.num_stones[C_WHITE]
 
     cdef int _reserve(self) noexcept nogil:
         """Room for one more move in the history and one more key in the superko set."""
@@ -414,7 +417,7 @@ cdef class Board:
         cdef int pla = self.next_color
         cdef int opp = 3 - pla
         cdef int i, n, c
-        cdef bint has_lib = False, own_any = False
+        cdef bint has_lib = False, own_any = False, captures = False
         if loc == PASS_LOC:
             return LEGAL
         if loc <= 0 or loc >= self.arr_size or self.color[loc] == C_WALL:
@@ -430,14 +433,19 @@ cdef class Board:
                 has_lib = True
             elif c == opp:
                 if self.libs[self.chain_head[n]] == 1:
-                    has_lib = True  # captures, so the new stone gets a liberty
+                    captures = True  # so the new stone gets a liberty
             elif c == pla:
                 own_any = True
                 if self.libs[self.chain_head[n]] > 1:
                     has_lib = True
-        if not has_lib and not (own_any and self.suicide_allowed):
+        if not (has_lib or captures or (own_any and self.suicide_allowed)):
             return ILLEGAL_SUICIDE
-        if self.ko_rule != KO_SIMPLE:
+        # A move that removes nothing makes a position with one stone more than now; if no
+        # position in the set has that many stones, it cannot be a repeat: skip the lookup.
+        if self.ko_rule != KO_SIMPLE and (
+            self.num_stones[C_BLACK] + self.num_stones[C_WHITE] + 1 <= self.max_seen_stones
+            or captures or not has_lib  # removes stones: capture or multi-stone suicide
+        ):
             if self._seen_contains(self._key(self.hash_after(loc, pla), opp)):
                 return ILLEGAL_SUPERKO
         return LEGAL
@@ -590,6 +598,7 @@ cdef class Board:
         memcpy(dst.hist_color, self.hist_color, self.num_moves * sizeof(unsigned char))
         memcpy(dst.seen, self.seen, self.seen_cap * sizeof(uint64_t))
         dst.seen_count = self.seen_count
+        dst.max_seen_stones = self.max_seen_stones
         return 0
 
     # ------------------------------------------------------------------ Python API
