@@ -11,6 +11,7 @@ HTTP routes:
 """
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import threading
@@ -212,7 +213,7 @@ def _make_handler(api: RatingsApi) -> type[BaseHTTPRequestHandler]:
                 return None
             try:
                 return parse_prior_draws(query["prior_draws"][-1])
-            except ValueError as error:
+            except (ValueError, argparse.ArgumentTypeError) as error:
                 raise InvalidRequest(f"prior_draws: {error}") from None
 
         def _handle(self, route: Callable[[], None]) -> None:
@@ -310,7 +311,10 @@ class RatingsServer:
         self._http = ThreadingHTTPServer((host, http_port), _make_handler(api))
         self._http.daemon_threads = True
         self.http_port = self._http.server_address[1]
-        self._http_thread = threading.Thread(target=self._http.serve_forever, name="ratings-http", daemon=True)
+        # A short poll interval makes shutdown() return promptly.
+        self._http_thread = threading.Thread(
+            target=self._http.serve_forever, args=(0.05,), name="ratings-http", daemon=True
+        )
 
     def start(self) -> None:
         self._grpc.start()

@@ -58,7 +58,8 @@ class _Remote:
         from tengen.ratings.client import RatingsClient
         from tengen.ratings.config import client_token
 
-        self.client = RatingsClient(args.url, token=client_token(args.token, args.data_dir))
+        # A person is waiting: retry a restarting service briefly (about 1.5 s), not for long.
+        self.client = RatingsClient(args.url, token=client_token(args.token, args.data_dir), retries=2)
         self.prior_draws = args.prior_draws
         self.max_batch = args.max_batch
 

@@ -96,7 +96,8 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-batch",
         type=positive_int,
         default=env_default("TENGEN_RATINGS_MAX_BATCH", DEFAULT_MAX_BATCH, positive_int),
-        help="most games one report may carry ($TENGEN_RATINGS_MAX_BATCH, default 1000)",
+        help="most games one report may carry; imports to a service send batches of this size "
+        "($TENGEN_RATINGS_MAX_BATCH, default 1000)",
     )
 
 

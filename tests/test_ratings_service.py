@@ -1,0 +1,290 @@
+"""The ratings service end to end, in-process on free ports: gRPC and HTTP, auth, bad requests."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from ratings_db import database_url, postgres_server, postgres_url  # noqa: F401
+
+from services.ratings.api import RatingsApi
+from services.ratings.server import RatingsServer
+from tengen.proto import ratings_pb2 as pb
+from tengen.proto import ratings_pb2_grpc as pb_grpc
+from tengen.ratings.book import RatingsBook
+from tengen.ratings.client import RatingsClient
+from tengen.ratings.config import client_token
+from tengen.ratings.records import Conflict, GameReport, InvalidRequest, PlayerInfo, Unauthorized, UnknownPlayer
+from tengen.ratings.store import RatingsStore
+
+TOKEN = "test-token-123"
+MAX_BATCH = 5
+
+
+@dataclass
+class Service:
+    server: RatingsServer
+    store: RatingsStore
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.server.grpc_port}"
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server.http_port}{path}"
+
+
+@pytest.fixture
+def service(database_url: str) -> Iterator[Service]:
+    store = RatingsStore(database_url, max_batch=MAX_BATCH)
+    server = RatingsServer(RatingsApi(RatingsBook(store), TOKEN), "127.0.0.1", 0, 0)
+    server.start()
+    yield Service(server, store)
+    server.stop(grace=1.0)
+    store.close()
+
+
+def http(method: str, url: str, body: Any = None, token: str | None = None, raw: bytes | None = None) -> tuple[int, dict, bytes]:
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    request = urllib.request.Request(url, data=data, method=method)
+    if token is not None:
+        request.add_header("Authorization", token)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+def match_games() -> tuple[list[GameReport], list[PlayerInfo]]:
+    games = []
+    for i in range(4):  # v2 beats v1 three times in four; v3 beats v2 three times in four
+        games.append(GameReport(f"v2-v1-{i}", "v2" if i % 2 else "v1", "v1" if i % 2 else "v2", "B" if (i % 2 or i == 0) else "W", "gating"))
+        games.append(GameReport(f"v3-v2-{i}", "v3", "v2", "W" if i == 3 else "B", "gating"))
+    players = [PlayerInfo("v1", "model", 1000), PlayerInfo("v2", "model", 5000), PlayerInfo("v3", "model", 9000)]
+    return games, players
+
+
+def test_grpc_and_http_end_to_end(service: Service) -> None:
+    games, players = match_games()
+    with RatingsClient(service.address, token=TOKEN) as client:
+        outcome = client.report_games(games[:5], players)
+        assert (outcome.accepted, outcome.duplicates) == (5, 0)
+        outcome = client.report_games(games[3:], [])
+        assert (outcome.accepted, outcome.duplicates) == (3, 2)
+        board = client.leaderboard()
+        assert [r.name for r in board.ratings] == ["v3", "v2", "v1"]
+        assert board.summary.total_games == 8 and board.summary.prior_draws == 2.0
+        assert [r.rank for r in board.ratings] == [1, 2, 3]
+        assert client.leaderboard(limit=1).ratings[0].name == "v3"
+        v2 = client.player("v2")
+        assert (v2.rating.games, v2.rating.training_samples, v2.rating.kind) == (8, 5000, "model")
+        assert [h.opponent for h in v2.head_to_head] == ["v3", "v1"]
+        versus_v1 = v2.head_to_head[1]
+        assert (versus_v1.wins, versus_v1.losses, versus_v1.draws) == (3, 1, 0)
+        assert 0.5 < versus_v1.expected_score < 1.0
+        history = client.history()
+        assert [(p.name, p.training_samples) for p in history.points] == [("v1", 1000), ("v2", 5000), ("v3", 9000)]
+        # A stronger prior pulls the ratings together.
+        wide = client.leaderboard(prior_draws=0.5).ratings
+        narrow = client.leaderboard(prior_draws=50).ratings
+        assert wide[0].elo - wide[-1].elo > narrow[0].elo - narrow[-1].elo
+
+    status, headers, body = http("GET", service.url("/api/leaderboard?n=2"))
+    assert status == 200 and headers["Content-Type"] == "application/json"
+    data = json.loads(body)
+    assert [r["name"] for r in data["ratings"]] == ["v3", "v2"]
+    assert data["ratings"][0]["elo"] == pytest.approx(board.ratings[0].elo)
+    status, _, body = http("GET", service.url("/api/player/v1"))
+    assert status == 200 and json.loads(body)["rating"]["losses"] == 3
+    status, _, body = http("GET", service.url("/api/history?prior_draws=4"))
+    assert status == 200 and json.loads(body)["summary"]["prior_draws"] == 4.0
+
+    status, headers, body = http("GET", service.url("/"))
+    page = body.decode()
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    assert "<svg" in page and page.count('<g class="version">') == 3
+    assert "training samples" in page and "v3" in page
+
+    status, _, body = http("GET", service.url("/healthz"))
+    assert (status, body) == (200, b"ok\n")
+    status, _, body = http("GET", service.url("/metrics"))
+    metrics = body.decode()
+    assert 'tengen_ratings_games_reported_total{outcome="accepted"} 8.0' in metrics
+    assert 'tengen_ratings_games_reported_total{outcome="duplicate"} 2.0' in metrics
+    assert "tengen_ratings_games 8.0" in metrics
+
+
+def test_http_report_and_html_escaping(service: Service) -> None:
+    body = {
+        "games": [
+            {"game_id": "h1", "black": "<b>bold</b>", "white": "v1", "result": "draw", "played_at": "2026-01-02T03:04:05"},
+            {"game_id": "h2", "black": "v1", "white": "<b>bold</b>", "result": "w"},
+        ],
+        "players": [{"name": "v1", "kind": "model", "training_samples": 10}],
+    }
+    status, _, reply = http("POST", service.url("/api/games"), body, f"Bearer {TOKEN}")
+    assert (status, json.loads(reply)) == (200, {"accepted": 2, "duplicates": 0})
+    status, _, reply = http("POST", service.url("/api/games"), body, f"Bearer {TOKEN}")
+    assert json.loads(reply) == {"accepted": 0, "duplicates": 2}
+    stored = {g.game_id: g for g in service.store.games()}
+    assert stored["h1"].played_at.isoformat() == "2026-01-02T03:04:05+00:00"
+    assert stored["h2"].result == "W"
+    page = http("GET", service.url("/"))[2].decode()
+    assert "<b>bold</b>" not in page and "&lt;b&gt;bold&lt;/b&gt;" in page
+    status, _, reply = http("GET", service.url("/api/player/%3Cb%3Ebold%3C%2Fb%3E"))
+    assert status == 200 and json.loads(reply)["rating"]["draws"] == 1
+
+
+def test_writes_need_the_token(service: Service) -> None:
+    games, players = match_games()
+    for token in (None, "wrong", TOKEN + "x"):
+        with RatingsClient(service.address, token=token) as client, pytest.raises(Unauthorized, match="Bearer"):
+            client.report_games(games, players)
+    body = {"games": [{"game_id": "x", "black": "a", "white": "b", "result": "B"}]}
+    for header in (None, f"Basic {TOKEN}", "Bearer wrong", f"bearer {TOKEN}", "Bearer "):
+        status, headers, reply = http("POST", service.url("/api/games"), body, header)
+        assert status == 401, header
+        assert headers["WWW-Authenticate"].startswith("Bearer")
+        assert "Bearer" in json.loads(reply)["error"]
+    # The token is checked before the body is read: a bad body without a token is still a 401.
+    assert http("POST", service.url("/api/games"), raw=b"{nonsense")[0] == 401
+    assert service.store.game_count() == 0 and service.store.players() == []
+    # Reads need no token.
+    assert http("GET", service.url("/api/leaderboard"))[0] == 200
+    metrics = http("GET", service.url("/metrics"))[2].decode()
+    assert 'tengen_ratings_requests_total{api="report_games",outcome="unauthorized"} 9.0' in metrics
+
+
+def _raw_stub(service: Service) -> tuple[grpc.Channel, pb_grpc.RatingsServiceStub]:
+    channel = grpc.insecure_channel(service.address)
+    return channel, pb_grpc.RatingsServiceStub(channel)
+
+
+@pytest.mark.parametrize(
+    "request_, code, message",
+    [
+        (pb.ReportGamesRequest(games=[pb.Game(game_id="x", black="a", white="b")]), "INVALID_ARGUMENT", "unknown result code 0"),
+        (pb.ReportGamesRequest(games=[pb.Game(game_id="x", black="a", white="b", result=9)]), "INVALID_ARGUMENT", "unknown result code 9"),
+        (pb.ReportGamesRequest(games=[pb.Game(game_id="x", black="a", white="a", result=pb.DRAW)]), "INVALID_ARGUMENT", "against itself"),
+        (pb.ReportGamesRequest(games=[pb.Game(black="a", white="b", result=pb.DRAW)]), "INVALID_ARGUMENT", "game id is missing"),
+        (pb.ReportGamesRequest(games=[pb.Game(game_id="x", white="b", result=pb.DRAW)]), "INVALID_ARGUMENT", "black player is missing"),
+        (
+            pb.ReportGamesRequest(games=[pb.Game(game_id=f"x{i}", black="a", white="b", result=pb.BLACK_WINS) for i in range(MAX_BATCH + 1)]),
+            "INVALID_ARGUMENT",
+            "over the maximum",
+        ),
+        (
+            pb.ReportGamesRequest(
+                games=[pb.Game(game_id="x", black="a", white="b", result=pb.DRAW)], players=[pb.PlayerInfo(name="a")]
+            ),
+            "INVALID_ARGUMENT",
+            "unknown kind code 0",
+        ),
+        (pb.ReportGamesRequest(games=[pb.Game(game_id="stored", black="a", white="b", result=pb.WHITE_WINS)]), "ALREADY_EXISTS", "stored"),
+        (pb.ReportGamesRequest(), "INVALID_ARGUMENT", "empty report"),
+    ],
+    ids=["unset-result", "unknown-result", "self-play", "no-id", "no-black", "oversized", "unknown-kind", "conflict", "empty"],
+)
+def test_malformed_grpc_reports_write_nothing(service: Service, request_: pb.ReportGamesRequest, code: str, message: str) -> None:
+    with RatingsClient(service.address, token=TOKEN) as client:
+        client.report_games([GameReport("stored", "a", "b", "B")])
+    channel, stub = _raw_stub(service)
+    with pytest.raises(grpc.RpcError) as failure:
+        stub.ReportGames(request_, metadata=(("authorization", f"Bearer {TOKEN}"),), timeout=10)
+    channel.close()
+    assert failure.value.code().name == code
+    assert message in failure.value.details()
+    assert [g.game_id for g in service.store.games()] == ["stored"]
+    assert sorted(p.name for p in service.store.players()) == ["a", "b"]
+
+
+def test_bad_reads(service: Service) -> None:
+    with RatingsClient(service.address, token=TOKEN) as client:
+        client.report_games([GameReport("g", "a", "b", "B")])
+        with pytest.raises(UnknownPlayer, match="nobody"):
+            client.player("nobody")
+        with pytest.raises(InvalidRequest, match="prior"):
+            client.leaderboard(prior_draws=-1.0)
+        with pytest.raises(InvalidRequest, match="limit"):
+            client.leaderboard(limit=-3)
+        with pytest.raises(Conflict, match="different"):
+            client.report_games([GameReport("g", "a", "b", "W")])
+    for path, status in [
+        ("/api/player/nobody", 404),
+        ("/api/leaderboard?prior_draws=0", 400),
+        ("/api/leaderboard?prior_draws=abc", 400),
+        ("/api/leaderboard?n=-1", 400),
+        ("/api/nothing", 404),
+    ]:
+        code, _, body = http("GET", service.url(path))
+        assert code == status, path
+        assert json.loads(body)["error"]
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (b"{not json", "not JSON"),
+        (b"[1, 2]", "JSON object"),
+        (b'{"games": {}}', "'games' must be a list"),
+        (b'{"games": [{"game_id": "x", "black": "a", "white": "b", "winner": "B"}]}', "unknown field(s) winner"),
+        (b'{"games": [{"game_id": "x", "black": "a", "white": "b", "result": "B+R"}]}', "unknown result"),
+        (b'{"games": [{"game_id": 7, "black": "a", "white": "b", "result": "B"}]}', "must be a string"),
+        (b'{"games": [{"game_id": "x", "black": "a", "white": "b", "result": "B", "played_at": "yesterday"}]}', "ISO 8601"),
+        (b'{"players": [{"name": "a", "kind": "model", "training_samples": "many"}]}', "must be an integer"),
+        (b'{"games": [], "extra": 1}', "unknown field(s) extra"),
+    ],
+)
+def test_malformed_http_reports_write_nothing(service: Service, raw: bytes, message: str) -> None:
+    status, _, body = http("POST", service.url("/api/games"), raw=raw, token=f"Bearer {TOKEN}")
+    assert status == 400
+    assert message in json.loads(body)["error"]
+    assert service.store.game_count() == 0 and service.store.players() == []
+
+
+def test_entry_point_help_token_file_and_sigterm(tmp_path: Path) -> None:
+    python = sys.executable
+    root = Path(__file__).resolve().parents[1]
+    help_text = subprocess.run(
+        [python, "-m", "services.ratings", "--help"], capture_output=True, text=True, check=True, cwd=root
+    ).stdout
+    for flag in ("--data-dir", "--database-url", "--grpc-port", "--http-port", "--token", "TENGEN_RATINGS_TOKEN"):
+        assert flag in help_text
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TENGEN_")}
+    env["TENGEN_RATINGS_HTTP_PORT"] = "0"
+    process = subprocess.Popen(
+        [python, "-m", "services.ratings", "--data-dir", str(tmp_path), "--grpc-port", "0", "--host", "127.0.0.1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=root, env=env,
+    )
+    try:
+        ready = ""
+        deadline = time.monotonic() + 30
+        while "ready" not in ready and time.monotonic() < deadline:
+            ready = process.stdout.readline()
+            assert ready or process.poll() is None, "service exited early"
+        ports = dict(part.split("=") for part in ready.split()[-2:])
+        # No token configured: the service made the data dir's token file, which clients use.
+        token = client_token(None, tmp_path)
+        assert token and (tmp_path / "ratings.token").stat().st_mode & 0o077 == 0
+        with RatingsClient(f"127.0.0.1:{ports['grpc']}", token=token) as client:
+            assert client.report_games([GameReport("g", "a", "b", "B")]).accepted == 1
+        assert (tmp_path / "ratings.sqlite").exists()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+        assert "received SIGTERM" in process.stdout.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
