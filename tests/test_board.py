@@ -258,6 +258,18 @@ def test_suicide_back_to_an_earlier_position_with_the_other_player_to_move(rules
     assert board.illegal_reason(1) == reason
 
 
+def test_superko_on_a_move_that_captures_nothing() -> None:
+    # Stone, pass, two-stone suicide, pass: the same stone again would repeat the position after
+    # the first one (same player to move), though it removes nothing.
+    board = Board.from_diagram(MULTI_SUICIDE.replace("X .", ". .", 1), rules=SITUATIONAL_SUICIDE)
+    board.play(0)
+    board.play(board.pass_move)
+    board.play(1)  # suicide
+    board.play(board.pass_move)
+    assert board.illegal_reason(0) == "superko"
+    assert board.illegal_reason(1) is None  # a single stone there is a new position
+
+
 def test_setup_stones_handicap_and_to_move() -> None:
     board = Board(19)
     board.place_stones(black=[mv(board, 3, 3), mv(board, 15, 15)])
