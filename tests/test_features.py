@@ -327,3 +327,13 @@ def test_bad_buffers_and_boards() -> None:
         encode(board, np.zeros((P.NUM_SPATIAL, 9, 9), np.float32), global_, Board(13))
     with pytest.raises(ValueError, match="prev2 given without prev1"):
         encode(board, np.zeros((P.NUM_SPATIAL, 9, 9), np.float32), global_, None, Board(9))
+
+
+def test_rectangular_board_in_a_square_buffer() -> None:
+    board = Board(9, 7)  # 9 columns, 7 rows
+    board.play(gd.move(8, 6, 9))  # bottom-right corner
+    spatial, _ = features(board, size=(19, 19))
+    assert gd.points(spatial[P.ON_BOARD][:7, :9]) == set(range(63))
+    assert spatial[P.ON_BOARD].sum() == 63
+    assert spatial[P.OPP_STONE, 6, 8] == 1.0 and spatial[P.PREV_MOVE_1, 6, 8] == 1.0
+    assert spatial[P.LIBERTIES_2, 6, 8] == 1.0

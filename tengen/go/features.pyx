@@ -30,9 +30,7 @@ Spatial planes (1.0 where the condition holds, else 0.0):
   KataGo does with truncated history.
 - LADDER_WORKING_MOVE: empty points where the player to move, by playing there (a legal move),
   puts an opponent chain with two liberties into inescapable atari.
-- PASS_ALIVE_OWN / PASS_ALIVE_OPP: pass-alive stones of that player and empty or opponent-held
-  points of pass-alive territory (regions bordered only by pass-alive stones of that player),
-  from tengen.go.passalive (Benson's algorithm).
+- PASS_ALIVE_OWN / PASS_ALIVE_OPP: not filled yet (zero); they wait for tengen.go.passalive.
 
 Global features:
 - PREV_PASS_1..5: the (i+1)-th previous move was a pass (same alternation rule as PREV_MOVE).
@@ -53,12 +51,12 @@ KataGo's four Japanese-rules spatial planes and four Japanese-rules globals are 
 trains only on area scoring (see tengen.go.rules), so they would always be zero.
 """
 from libc.math cimport floor
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
 from tengen.go import planes as _planes
 from tengen.go.board cimport (
     Board, C_BLACK, C_EMPTY, C_WHITE, ILLEGAL_KO, ILLEGAL_SUPERKO, KO_POSITIONAL, KO_SIMPLE,
-    NULL_LOC, PASS_LOC,
+    PASS_LOC,
 )
 from tengen.go.ladder cimport Ladder, ladder_chain, ladder_load
 
@@ -184,8 +182,15 @@ cdef void encode_c(Board board, Board prev1, Board prev2, float* spatial, int bu
 
     _ladder_planes(&lad, board, spatial + LADDERED_0 * plane,
                    spatial + LADDER_WORKING_MOVE * plane, buf_w)
-    _ladder_planes(&lad, prev1, spatial + LADDERED_1 * plane, NULL, buf_w)
-    _ladder_planes(&lad, prev2, spatial + LADDERED_2 * plane, NULL, buf_w)
+    # A stand-in previous position (no history) repeats a plane already computed.
+    if <void*>prev1 == <void*>board:
+        memcpy(spatial + LADDERED_1 * plane, spatial + LADDERED_0 * plane, plane * sizeof(float))
+    else:
+        _ladder_planes(&lad, prev1, spatial + LADDERED_1 * plane, NULL, buf_w)
+    if <void*>prev2 == <void*>prev1:
+        memcpy(spatial + LADDERED_2 * plane, spatial + LADDERED_1 * plane, plane * sizeof(float))
+    else:
+        _ladder_planes(&lad, prev2, spatial + LADDERED_2 * plane, NULL, buf_w)
 
     cdef double self_komi = board.komi if pla == C_WHITE else -board.komi
     global_[KOMI] = <float>(self_komi / 15.0)
