@@ -458,3 +458,22 @@ def test_run_playouts_counts() -> None:
     assert games == 20 and 20 * 40 < moves <= 20 * 3 * 81 and elapsed > 0
     with pytest.raises(ValueError):
         run_playouts(9, 9, KATAGO, 0.0)
+
+
+def test_bench_go_prints_figures_and_json() -> None:
+    import json
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "tengen.cli", "bench", "go", "--seconds", "0.4"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = result.stdout.strip().splitlines()
+    figures = json.loads(lines[-1])
+    assert figures["bench"] == "go"
+    for key in ("moves_per_s_9", "moves_per_s_19", "ratio_vs_sgfmill_19", "games_per_s_19"):
+        assert figures[key] > 0
+    assert any(line.startswith("19x19 sgfmill") for line in lines)
