@@ -277,14 +277,10 @@ cdef bint _attacker_wins(Ladder* lad, int loc, short* libs) noexcept nogil:
     """The chain at loc has the two liberties libs and the attacker is to move: True when an
     atari on one of them leaves it in inescapable atari."""
     cdef int opp = 3 - lad.color[loc]
-    cdef short lib0 = libs[0], lib1 = libs[1]
-    cdef short moves[2]
     cdef bint wins
     cdef int k
-    moves[0] = lib0
-    moves[1] = lib1
-    for k in range(2):
-        if _play(lad, moves[k], opp) < 0:
+    for k in range(2):  # libs is the caller's local array: nested reads do not touch it
+        if _play(lad, libs[k], opp) < 0:
             if lad.aborted:
                 return False
             continue
