@@ -1,0 +1,199 @@
+"""The trainer's learning side (paper §4.7): SGD steps on window batches, the per-sample learning
+rate schedule, stochastic weight averaging, and checkpoints that resume exactly.
+
+- Optimizer: SGD, momentum 0.9. The loss is a batch mean, so the per-batch rate handed to torch is
+  the per-sample rate times the batch size (AAAI version: "a per-batch learning rate of
+  256 * 6e-5").
+- Per-sample rate: alpha_0 (lambda T + 1)^(-4/3), T = samples trained by this net; divided by 3
+  (the preset's warmup factor) for the first `warmup_samples` samples (AAAI version §4).
+- SWA: a snapshot every `snapshot_every` samples updates an exponential moving average of the
+  weights (decay 0.75, the first snapshot starts it); every `candidate_every` samples the average
+  becomes a candidate.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from tengen.config import TrainerConfig
+from tengen.data.window import Batch, Window
+from tengen.nn.loss import Targets, compute_loss
+from tengen.nn.model import KataGoNet, build_model
+
+CHECKPOINT_FORMAT = "tengen-trainer-checkpoint-1"
+
+
+def learning_rate(samples: int, config: TrainerConfig) -> float:
+    """Per-sample learning rate after `samples` training samples (§4.7 with the warm-up)."""
+    rate = config.lr_per_sample * (config.lr_decay_lambda * samples + 1.0) ** (-4.0 / 3.0)
+    if samples < config.warmup_samples:
+        rate *= config.warmup_lr_factor
+    return rate
+
+
+class SwaAverager:
+    """Exponential moving average of weight snapshots (floating-point tensors of the state dict,
+    batch-norm statistics included; integer counters are taken from the latest snapshot)."""
+
+    def __init__(self, decay: float) -> None:
+        if not 0.0 <= decay < 1.0:
+            raise ValueError(f"decay must be within [0, 1), got {decay}")
+        self.decay = decay
+        self.snapshots = 0
+        self.average: dict[str, torch.Tensor] = {}
+
+    def update(self, model: torch.nn.Module) -> None:
+        with torch.no_grad():
+            for name, value in model.state_dict().items():
+                value = value.detach().to("cpu", copy=True)
+                if self.snapshots == 0 or not value.is_floating_point():
+                    self.average[name] = value
+                else:
+                    self.average[name].mul_(self.decay).add_(value, alpha=1.0 - self.decay)
+        self.snapshots += 1
+
+    def averaged(self, model: KataGoNet) -> KataGoNet:
+        """A copy of `model` carrying the averaged weights."""
+        if not self.snapshots:
+            raise ValueError("no snapshot taken yet")
+        out = copy.deepcopy(model).cpu()
+        out.load_state_dict(self.average)
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"decay": self.decay, "snapshots": self.snapshots, "average": self.average}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.decay, self.snapshots, self.average = state["decay"], state["snapshots"], state["average"]
+
+
+@dataclass
+class Counters:
+    samples: int = 0  # training samples (batches x batch size) this net has trained on
+    steps: int = 0
+    next_snapshot: int = 0
+    next_candidate: int = 0
+    candidates: int = 0
+
+
+def batch_tensors(batch: Batch, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, Targets]:
+    """A window batch as the net's inputs and the loss's targets on `device`."""
+
+    def t(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(a).to(device, non_blocking=True)
+
+    targets = Targets(
+        policy=t(batch.policy),
+        opponent_policy=t(batch.opponent_policy),
+        value=t(batch.value),
+        score=t(batch.score),
+        ownership=t(batch.ownership),
+        weight=t(batch.weight),
+    )
+    return t(batch.spatial), t(batch.global_inputs), targets
+
+
+class Learner:
+    """A net, its optimizer and SWA state, trained on batches drawn from a window."""
+
+    def __init__(self, config: TrainerConfig, window: Window, device: str | torch.device = "cpu", seed: int = 0) -> None:
+        self.config = config
+        self.window = window
+        self.device = torch.device(device)
+        self.model = build_model(config.arch).to(self.device)
+        self.model.train()
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.0, momentum=config.momentum)
+        self.swa = SwaAverager(config.swa_decay)
+        self.counters = Counters(next_snapshot=config.snapshot_every, next_candidate=config.candidate_every)
+        self.rng = np.random.default_rng(seed)
+
+    def can_train(self) -> bool:
+        """Enough rows to start, and not ahead of the data: about `samples_per_row` training
+        samples per row ever appended."""
+        n_total = self.window.n_total
+        return (
+            n_total >= self.config.min_rows_to_train
+            and self.counters.samples + self.config.batch_size <= self.config.samples_per_row * n_total
+        )
+
+    def step(self) -> dict[str, float]:
+        """One SGD step on a fresh batch; returns every loss term and the learning rate."""
+        batch = self.window.sample(self.config.batch_size, self.rng, augment=True, crop=True)
+        spatial, global_inputs, targets = batch_tensors(batch, self.device)
+        rate = learning_rate(self.counters.samples, self.config)
+        for group in self.optimizer.param_groups:
+            group["lr"] = rate * self.config.batch_size
+        outputs = self.model(spatial, global_inputs)
+        terms = compute_loss(outputs, targets, self.model)
+        self.optimizer.zero_grad(set_to_none=True)
+        terms["total"].backward()
+        self.optimizer.step()
+        self.counters.samples += self.config.batch_size
+        self.counters.steps += 1
+        report = {name: float(value.detach()) for name, value in terms.items()}
+        report["lr_per_sample"] = rate
+        return report
+
+    def snapshot_due(self) -> bool:
+        return self.counters.samples >= self.counters.next_snapshot
+
+    def take_snapshot(self) -> bool:
+        """Add a snapshot to the average; True when a candidate is due now."""
+        self.swa.update(self.model)
+        self.counters.next_snapshot += self.config.snapshot_every
+        if self.counters.samples >= self.counters.next_candidate:
+            self.counters.next_candidate += self.config.candidate_every
+            return True
+        return False
+
+    def candidate(self) -> KataGoNet:
+        """The averaged net (eval mode) to export as the next candidate."""
+        self.counters.candidates += 1
+        return self.swa.averaged(self.model).eval()
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def save(self, path: Path) -> None:
+        """Write everything needed to resume to `path`, atomically (temp file, fsync, rename)."""
+        state = {
+            "format": CHECKPOINT_FORMAT,
+            "arch": self.config.arch,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "swa": self.swa.state_dict(),
+            "counters": asdict(self.counters),
+            "rng": self.rng.bit_generator.state,
+            "window_n_total": self.window.n_total,
+            "saved_at": time.time(),
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def load(self, path: Path) -> None:
+        state = torch.load(path, map_location=self.device, weights_only=False)
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"{path}: not a {CHECKPOINT_FORMAT} file")
+        if state["arch"] != self.config.arch:
+            raise ValueError(f"{path} holds a {state['arch']} net but the preset trains {self.config.arch}")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.swa.load_state_dict(state["swa"])
+        self.counters = Counters(**state["counters"])
+        self.rng.bit_generator.state = state["rng"]

@@ -1,0 +1,111 @@
+"""The trainer's learning side: learning-rate schedule, SWA average, steps on window batches,
+and checkpoints that resume exactly."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from services.trainer.training import Learner, SwaAverager, learning_rate
+from tengen.config import TrainerConfig, load_config
+from tengen.data.rows import rows_from_record
+from tengen.data.synthetic import random_game
+from tengen.data.window import Window
+from tengen.nn.loss import LOSS_TERMS
+
+
+def test_learning_rate_follows_the_schedule() -> None:
+    config = TrainerConfig(lr_per_sample=6e-5, lr_decay_lambda=1e-7, warmup_samples=5_000_000, warmup_lr_factor=1 / 3)
+    assert learning_rate(0, config) == pytest.approx(2e-5)  # the AAAI paper's warm-up rate
+    assert learning_rate(4_999_999, config) == pytest.approx(2e-5 * (1.4999999) ** (-4 / 3))
+    assert learning_rate(5_000_000, config) == pytest.approx(6e-5 * 1.5 ** (-4 / 3))
+    assert learning_rate(20_000_000, config) == pytest.approx(6e-5 * 3.0 ** (-4 / 3))
+
+
+def test_swa_is_an_exponential_moving_average_of_snapshots() -> None:
+    model = torch.nn.BatchNorm1d(2)
+    swa = SwaAverager(0.75)
+    for value in (1.0, 2.0, 3.0):
+        with torch.no_grad():
+            model.weight.fill_(value)
+            model.running_mean.fill_(-value)
+        model.num_batches_tracked.fill_(int(value))
+        swa.update(model)
+    # 1 -> 0.75 * 1 + 0.25 * 2 = 1.25 -> 0.75 * 1.25 + 0.25 * 3 = 1.6875
+    assert torch.allclose(swa.average["weight"], torch.full((2,), 1.6875))
+    assert torch.allclose(swa.average["running_mean"], torch.full((2,), -1.6875))
+    assert int(swa.average["num_batches_tracked"]) == 3 and swa.snapshots == 3
+    assert float(model.weight.detach()[0]) == 3.0  # the live model is untouched
+
+
+@pytest.fixture(scope="module")
+def filled_window(tmp_path_factory: pytest.TempPathFactory) -> Window:
+    window = Window(tmp_path_factory.mktemp("window"), 7, c=500)
+    rng = np.random.default_rng(11)
+    while window.n_total < 300:
+        record = random_game(rng, 7, full_search_prob=0.5)
+        window.append(record.id, rows_from_record(record, 7))
+    return window
+
+
+def tiny_config(**changes: object) -> TrainerConfig:
+    config = load_config("tiny").trainer
+    settings: dict[str, object] = {"arch": "b1c16", "batch_size": 16, "min_rows_to_train": 100, **changes}
+    return dataclasses.replace(config, **settings)
+
+
+def test_learner_steps_checkpoints_and_resumes_exactly(filled_window: Window, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    learner = Learner(tiny_config(snapshot_every=32, candidate_every=64), filled_window, seed=3)
+    assert learner.can_train()
+    for _ in range(4):
+        report = learner.step()
+        assert all(math.isfinite(report[name]) for name in LOSS_TERMS + ("total",))
+        if learner.snapshot_due():
+            learner.take_snapshot()
+    assert learner.counters.samples == 64 and learner.swa.snapshots == 2
+    assert report["lr_per_sample"] == learning_rate(48, learner.config)
+    path = tmp_path / "checkpoint.pt"
+    learner.save(path)
+    after = [learner.step()["total"] for _ in range(3)]
+    weights = {k: v.clone() for k, v in learner.model.state_dict().items()}
+
+    torch.manual_seed(99)  # a different init: everything must come from the checkpoint
+    resumed = Learner(tiny_config(snapshot_every=32, candidate_every=64), filled_window, seed=4)
+    resumed.load(path)
+    assert resumed.counters.samples == 64 and resumed.swa.snapshots == 2
+    assert [resumed.step()["total"] for _ in range(3)] == after
+    for name, value in resumed.model.state_dict().items():
+        assert torch.equal(value, weights[name]), name
+
+    candidate = resumed.candidate()
+    assert not candidate.training and resumed.counters.candidates == 1
+    for name, value in candidate.state_dict().items():
+        assert torch.equal(value, resumed.swa.average[name]), name
+    with pytest.raises(ValueError, match="b2c32"):
+        Learner(dataclasses.replace(tiny_config(), arch="b2c32"), filled_window).load(path)
+
+
+def test_training_waits_for_rows_and_keeps_pace_with_data(filled_window: Window) -> None:
+    assert not Learner(tiny_config(min_rows_to_train=10_000), filled_window).can_train()
+    # About samples_per_row samples per row ever appended, then it waits for more games.
+    learner = Learner(tiny_config(samples_per_row=0.1), filled_window)
+    steps = 0
+    while learner.can_train():
+        learner.step()
+        steps += 1
+    assert steps == int(0.1 * filled_window.n_total) // 16
+
+
+def test_a_tiny_net_learns_from_the_window(filled_window: Window) -> None:
+    torch.manual_seed(1)
+    learner = Learner(tiny_config(lr_per_sample=2e-4, warmup_samples=0, samples_per_row=1000), filled_window, seed=1)
+    first = np.mean([learner.step()["policy"] for _ in range(3)])
+    for _ in range(60):
+        learner.step()
+    last = np.mean([learner.step()["policy"] for _ in range(3)])
+    assert last < first
