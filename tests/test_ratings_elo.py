@@ -60,6 +60,24 @@ def test_ranking_matches_truth_with_many_games() -> None:
     assert [r.name for r in result.ratings] == sorted(TRUE, key=lambda n: -TRUE[n])
 
 
+def test_long_chain_of_versions_converges() -> None:
+    """Gating's pattern: each version plays only its predecessor; plain MM would crawl here."""
+    rng = np.random.default_rng(4)
+    truth = np.cumsum(rng.normal(25.0, 20.0, 80))
+    tally = Tally()
+    for v in range(1, len(truth)):
+        p = 1.0 / (1.0 + 10.0 ** ((truth[v - 1] - truth[v]) / 400.0))
+        wins = int(rng.binomial(200, p))
+        tally.add(f"v{v:02d}", f"v{v - 1:02d}", 1.0, wins)
+        tally.add(f"v{v:02d}", f"v{v - 1:02d}", 0.0, 200 - wins)
+    result = fit(tally, anchor="v00", anchor_elo=0.0)
+    assert result.converged and result.iterations < 200
+    z = [(result[f"v{v:02d}"].elo - (truth[v] - truth[0])) / result[f"v{v:02d}"].stddev for v in range(1, len(truth))]
+    assert max(abs(x) for x in z) < 3.5
+    # Uncertainty grows along the chain away from the anchor.
+    assert result["v79"].stddev > result["v40"].stddev > result["v01"].stddev
+
+
 def test_near_zero_prior_agrees_with_choix() -> None:
     results = tournament(7, 3000)
     names = sorted(TRUE)
@@ -93,13 +111,14 @@ def test_order_of_reports_does_not_matter() -> None:
         assert (second[r.name].wins, second[r.name].draws) == (r.wins, r.draws)
 
 
-def _log_posterior(theta: np.ndarray, score: np.ndarray, games: np.ndarray, k: float) -> float:
-    """Independent statement of the model: BT log likelihood + k virtual draws vs rating 0."""
-    diff = theta[:, None] - theta[None, :]
-    log_p = -np.logaddexp(0.0, -diff)  # log P(i beats j)
-    likelihood = float(np.sum(score * log_p))
-    prior = k * float(np.sum(-0.5 * np.logaddexp(0.0, -theta) - 0.5 * np.logaddexp(0.0, theta)))
-    return likelihood + prior
+def _log_posterior(theta: np.ndarray, score: np.ndarray, k: float) -> float:
+    """Independent statement of the model: BT log likelihood of the games plus BayesElo's
+    virtual draws, prior/2 * N_ij * (1/N_i + 1/N_j) for each pair."""
+    games = score + score.T
+    per_player = games.sum(axis=1)
+    virtual = 0.5 * k * games * (1.0 / per_player[:, None] + 1.0 / per_player[None, :])
+    log_p = -np.logaddexp(0.0, -(theta[:, None] - theta[None, :]))  # log P(i beats j)
+    return float(np.sum((score + 0.5 * virtual) * log_p))
 
 
 def test_optimum_and_intervals_match_numeric_derivatives() -> None:
@@ -108,33 +127,37 @@ def test_optimum_and_intervals_match_numeric_derivatives() -> None:
     k = 3.0
     result = fit(tally, prior_draws=k, tol=1e-10)
     names = tally.players
-    score, games = tally.matrices(names)
-    # Raw (unanchored) MAP in natural units: mean-anchored ratings plus the shift the prior picked.
-    # Recover it as the maximiser along the common shift of the anchored ratings.
-    anchored = np.array([result[n].elo for n in names]) / ELO_PER_NAT
-    shifts = np.linspace(-1, 1, 20001)
-    values = [_log_posterior(anchored + c, score, games, k) for c in shifts]
-    theta = anchored + shifts[int(np.argmax(values))]
+    score = np.array([[tally.record(a, b)[0] + 0.5 * tally.record(a, b)[2] for b in names] for a in names])
+    theta = np.array([result[n].elo for n in names]) / ELO_PER_NAT
     h = 1e-4
     n = len(names)
-    gradient = np.array(
-        [
-            (_log_posterior(theta + h * e, score, games, k) - _log_posterior(theta - h * e, score, games, k)) / (2 * h)
-            for e in np.eye(n)
-        ]
+
+    def f(delta: np.ndarray) -> float:
+        return _log_posterior(theta + delta, score, k)
+
+    gradient = np.array([(f(h * e) - f(-h * e)) / (2 * h) for e in np.eye(n)])
+    assert np.max(np.abs(gradient)) < 1e-4  # a maximum of the posterior
+    hessian = np.array(
+        [[(f(h * (a + b)) - f(h * (a - b)) - f(h * (b - a)) + f(-h * (a + b))) / (4 * h * h) for b in np.eye(n)] for a in np.eye(n)]
     )
-    assert np.max(np.abs(gradient)) < 1e-3  # a maximum of the posterior
-    hessian = np.empty((n, n))
-    for i, ei in enumerate(np.eye(n)):
-        for j, ej in enumerate(np.eye(n)):
-            f = lambda d: _log_posterior(theta + d, score, games, k)  # noqa: E731
-            hessian[i, j] = (f(h * (ei + ej)) - f(h * (ei - ej)) - f(h * (ej - ei)) + f(-h * (ei + ej))) / (4 * h * h)
-    cov = np.linalg.inv(-hessian) * ELO_PER_NAT**2
+    # The posterior ignores a common shift, so the covariance of the (mean-anchored) contrasts
+    # comes from the pseudo-inverse.
+    cov = np.linalg.pinv(-hessian, rcond=1e-8) * ELO_PER_NAT**2
     contrast = np.eye(n) - 1.0 / n
     stddev = np.sqrt(np.diag(contrast @ cov @ contrast.T))
     for i, name in enumerate(names):
         assert result[name].stddev == pytest.approx(stddev[i], rel=1e-3)
         assert result[name].high - result[name].elo == pytest.approx(1.959964 * stddev[i], rel=1e-3)
+
+
+def test_prior_is_bayeselo_virtual_draws() -> None:
+    """Two players, one match: the prior adds exactly `prior_draws` draws between them."""
+    for wins, prior, expected_score in [(1, 2.0, 2 / 3), (2, 2.0, 3 / 4), (3, 1.0, 7 / 8)]:
+        tally = Tally()
+        tally.add("a", "b", 1.0, count=wins)
+        result = fit(tally, prior_draws=prior)
+        difference = result["a"].elo - result["b"].elo
+        assert difference == pytest.approx(400 * math.log10(expected_score / (1 - expected_score)), abs=1e-6)
 
 
 def test_anchor_player_holds_its_rating() -> None:
@@ -177,9 +200,14 @@ def test_prior_keeps_ratings_finite_and_shrinks_them() -> None:
 def test_players_without_common_games_are_still_rated() -> None:
     tally = Tally()
     tally.add("a", "b", 1.0, count=3)
-    tally.add("c", "d", 1.0, count=3)  # a separate group: only the prior links the two
+    tally.add("c", "d", 1.0, count=3)  # a separate group: nothing links it to the first
     result = fit(tally)
+    # Each group's mean is held at the anchor Elo, so the two groups look alike.
     assert result["a"].elo == pytest.approx(result["c"].elo, abs=1e-6)
+    assert result["a"].elo + result["b"].elo == pytest.approx(0.0, abs=1e-6)
+    anchored = fit(tally, anchor="b", anchor_elo=100.0)
+    assert anchored["b"].elo == 100.0 and anchored["a"].elo > 100.0
+    assert anchored["c"].elo + anchored["d"].elo == pytest.approx(200.0, abs=1e-6)
     assert all(math.isfinite(r.stddev) and r.stddev > 0 for r in result.ratings)
 
 
