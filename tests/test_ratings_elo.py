@@ -225,3 +225,15 @@ def test_bad_arguments_are_refused() -> None:
     with pytest.raises(ValueError, match="score"):
         tally.add("a", "b", 0.7)
     assert fit(Tally()).ratings == []
+
+
+def test_benchmark_runs_and_both_fits_agree(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from bench import ratings as bench
+
+    figures = bench.run(argparse.Namespace(versions=30, games=60, seed=2, seconds=0.05))
+    assert "speed-up" in capsys.readouterr().out
+    assert figures["versions"] == 30 and figures["games"] > 29 * 60
+    assert figures["max_elo_difference"] < 0.01
+    assert figures["iterations"] < figures["baseline_iterations"]

@@ -260,10 +260,12 @@ def fit(
     confidence: float = 0.95,
     tol: float = 1e-7,
     max_iter: int = 200_000,
+    newton_every: int = NEWTON_EVERY,
 ) -> Fit:
     """Maximum a posteriori Bayesian Elo of every player in `tally` (see the module docstring).
 
     `tol` is in Elo: iteration stops when no rating moves by more than that in one step.
+    `newton_every` 0 runs plain MM, as BayesElo does (the benchmark's baseline).
     """
     if not prior_draws > 0.0 or not math.isfinite(prior_draws):
         raise ValueError(f"prior weight must be a positive number of virtual draws, got {prior_draws}")
@@ -293,7 +295,7 @@ def fit(
         new = np.log(wins / g.per_player(share, share))
         new -= (np.bincount(group, new) / sizes)[group]  # only differences matter: keep means at 0
         new_posterior = _log_posterior(new, g)
-        if iterations % NEWTON_EVERY == 0:
+        if newton_every and iterations % newton_every == 0:
             new, new_posterior = _newton(new, new_posterior, g, shifts)
         step = float(np.max(np.abs(new - theta))) * ELO_PER_NAT
         theta, posterior = new, new_posterior
