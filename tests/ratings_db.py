@@ -42,6 +42,10 @@ def pgserver_url(server) -> str:  # noqa: ANN001 (pgserver has no type hints)
     return server.get_uri().replace("postgresql://", "postgresql+psycopg2://", 1)
 
 
+# platformdirs (under pgserver) warns that XDG_RUNTIME_DIR is unset, as it is in CI; harmless.
+PGSERVER_WARNING = "ignore:XDG_RUNTIME_DIR"
+
+
 @pytest.fixture(scope="session")
 def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URL of a running PostgreSQL server (the local one, or a throwaway pgserver)."""

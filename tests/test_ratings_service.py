@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -16,7 +17,14 @@ from typing import Any
 
 import grpc
 import pytest
-from ratings_db import database_url, postgres_server, postgres_url  # noqa: F401
+from ratings_db import (  # noqa: F401 (fixtures)
+    PGSERVER_WARNING,
+    database_url,
+    pgserver_url,
+    postgres_server,
+    postgres_url,
+    start_pgserver,
+)
 
 from services.ratings.api import RatingsApi
 from services.ratings.server import RatingsServer
@@ -288,3 +296,41 @@ def test_entry_point_help_token_file_and_sigterm(tmp_path: Path) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+@pytest.mark.filterwarnings(PGSERVER_WARNING)
+def test_service_survives_a_database_restart(tmp_path: Path) -> None:
+    """Postgres goes away and comes back: health says so, and a report sent meanwhile is retried
+    by the client (idempotent) and lands once the database is back."""
+    pg_dir = tmp_path / "pg"
+    database = start_pgserver(pg_dir)
+    store = RatingsStore(pgserver_url(database))
+    server = RatingsServer(RatingsApi(RatingsBook(store), TOKEN), "127.0.0.1", 0, 0)
+    server.start()
+    service = Service(server, store)
+    try:
+        with RatingsClient(service.address, token=TOKEN, retries=8, backoff=0.2) as client:
+            client.report_games([GameReport("before", "a", "b", "B")])
+            database.cleanup()
+            status, _, body = http("GET", service.url("/healthz"))
+            assert status == 503 and b"database" in body
+            status, _, body = http("GET", service.url("/api/leaderboard"))
+            assert status == 503 and "retry later" in json.loads(body)["error"]
+
+            outcome: list = []
+            reporter = threading.Thread(
+                target=lambda: outcome.append(client.report_games([GameReport("during", "a", "b", "W")]))
+            )
+            reporter.start()
+            time.sleep(0.5)
+            database = start_pgserver(pg_dir)  # same data dir and socket: the same database
+            reporter.join(timeout=30)
+            assert outcome and outcome[0].accepted == 1
+            assert http("GET", service.url("/healthz"))[0] == 200
+            assert [g.game_id for g in store.games()] == ["before", "during"]
+        metrics = http("GET", service.url("/metrics"))[2].decode()
+        assert 'tengen_ratings_requests_total{api="report_games",outcome="unavailable"}' in metrics
+    finally:
+        server.stop(grace=1.0)
+        store.close()
+        database.cleanup()

@@ -6,7 +6,14 @@ import threading
 from pathlib import Path
 
 import pytest
-from ratings_db import database_url, pgserver_url, postgres_server, postgres_url, start_pgserver  # noqa: F401
+from ratings_db import (  # noqa: F401 (fixtures)
+    PGSERVER_WARNING,
+    database_url,
+    pgserver_url,
+    postgres_server,
+    postgres_url,
+    start_pgserver,
+)
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import OperationalError
 
@@ -165,6 +172,7 @@ def test_order_of_reports_does_not_matter(database_url: str, tmp_path: Path) -> 
     second.close()
 
 
+@pytest.mark.filterwarnings(PGSERVER_WARNING)
 def test_pgserver_fallback_starts_a_working_postgres(tmp_path: Path) -> None:
     """What the fixture does on a machine without a server on 127.0.0.1:5432."""
     server = start_pgserver(tmp_path / "pg")

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import hmac
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from sqlalchemy.exc import OperationalError
 
 from tengen.ratings.book import History, Leaderboard, PlayerReport, RatingsBook
 from tengen.ratings.records import (
@@ -21,6 +23,11 @@ from tengen.ratings.records import (
 from tengen.ratings.store import ReportOutcome
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+class DatabaseUnavailable(RuntimeError):
+    """The database did not answer (restarting, unreachable); the request may be retried."""
 
 
 class Metrics:
@@ -81,6 +88,11 @@ class RatingsApi:
         except UnknownPlayer:
             outcome = "not_found"
             raise
+        except OperationalError as error:
+            outcome = "unavailable"
+            reason = str(error.orig or error).strip().splitlines()[0]
+            log.warning("ratings database unavailable during %s: %s", api, reason)
+            raise DatabaseUnavailable(f"ratings database unavailable, retry later: {reason}") from None
         finally:
             self.metrics.requests.labels(api, outcome).inc()
             self.metrics.latency.labels(api).observe(time.perf_counter() - start)
@@ -98,14 +110,14 @@ class RatingsApi:
     def report(
         self,
         authorization: str | None,
-        games: Callable[[], Sequence[GameReport]],
-        players: Callable[[], Sequence[PlayerInfo]],
+        parse: Callable[[], tuple[Sequence[GameReport], Sequence[PlayerInfo]]],
     ) -> ReportOutcome:
-        """Check the token first, then parse (`games`, `players` raise InvalidRequest), then store."""
+        """Check the token, then parse the request (raising InvalidRequest), then store it."""
         with self._observe("report_games"):
             if not bearer_matches(authorization, self._token):
                 raise Unauthorized("writes need the header 'Authorization: Bearer <token>' with the service's token")
-            outcome = self.book.store.report(games(), players())
+            games, players = parse()
+            outcome = self.book.store.report(games, players)
             self.metrics.reported.labels("accepted").inc(outcome.accepted)
             self.metrics.reported.labels("duplicate").inc(outcome.duplicates)
             return outcome

@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import grpc
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from services.ratings.api import RatingsApi
+from services.ratings.api import DatabaseUnavailable, RatingsApi
 from services.ratings.page import render_page
 from tengen.proto import ratings_pb2 as pb
 from tengen.proto import ratings_pb2_grpc as pb_grpc
@@ -82,6 +82,8 @@ class RatingsServicer(pb_grpc.RatingsServiceServicer):
             return call()
         except RatingsError as error:
             context.abort(_code(error, _GRPC_CODES), str(error))
+        except DatabaseUnavailable as error:
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(error))
         except Exception:
             log.exception("ratings request failed")
             context.abort(grpc.StatusCode.INTERNAL, "internal error; see the ratings service log")
@@ -92,8 +94,10 @@ class RatingsServicer(pb_grpc.RatingsServiceServicer):
             context,
             lambda: self.api.report(
                 metadata.get("authorization"),
-                lambda: [wire.game_from_pb(g) for g in request.games],
-                lambda: [wire.player_from_pb(p) for p in request.players],
+                lambda: (
+                    [wire.game_from_pb(g) for g in request.games],
+                    [wire.player_from_pb(p) for p in request.players],
+                ),
             ),
         )
         return pb.ReportGamesResponse(accepted=outcome.accepted, duplicates=outcome.duplicates)
@@ -181,6 +185,18 @@ def players_from_json(body: dict[str, Any]) -> list[PlayerInfo]:
     return players
 
 
+def report_from_json(raw: bytes) -> tuple[list[GameReport], list[PlayerInfo]]:
+    """The games and players of a POST /api/games body; InvalidRequest when malformed."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise InvalidRequest(f"body is not JSON: {error}") from None
+    if not isinstance(body, dict):
+        raise InvalidRequest("body must be a JSON object with 'games' and/or 'players'")
+    _fields(body, {"games", "players"}, "body")
+    return games_from_json(body), players_from_json(body)
+
+
 def _make_handler(api: RatingsApi) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "tengen-ratings"
@@ -221,6 +237,8 @@ def _make_handler(api: RatingsApi) -> type[BaseHTTPRequestHandler]:
                 route()
             except RatingsError as error:
                 self._error(error)
+            except DatabaseUnavailable as error:
+                self._json(HTTPStatus.SERVICE_UNAVAILABLE, {"error": str(error), "status": "Service Unavailable"})
             except Exception:
                 log.exception("ratings HTTP request %s %s failed", self.command, self.path)
                 self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": "internal error; see the ratings service log"})
@@ -262,36 +280,22 @@ def _make_handler(api: RatingsApi) -> type[BaseHTTPRequestHandler]:
                 self._json(HTTPStatus.NOT_FOUND, {"error": f"no route {path}", "status": "Not Found"})
 
         def _post(self) -> None:
+            # Answers sent before the body is read close the connection: the body cannot stay on it.
             if urlsplit(self.path).path != "/api/games":
+                self.close_connection = True
                 self._json(HTTPStatus.NOT_FOUND, {"error": f"no route POST {self.path}", "status": "Not Found"})
                 return
             length = self.headers.get("Content-Length")
             if length is None or not length.isdigit():
+                self.close_connection = True
                 self._json(HTTPStatus.LENGTH_REQUIRED, {"error": "Content-Length is required"})
                 return
             if int(length) > MAX_BODY:
-                self.close_connection = True  # the unread body cannot be left on the connection
+                self.close_connection = True
                 self._json(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"error": f"body over {MAX_BODY} bytes"})
                 return
             raw = self.rfile.read(int(length))
-            body: dict[str, Any] = {}
-
-            def parsed() -> dict[str, Any]:
-                try:
-                    value = json.loads(raw)
-                except (ValueError, UnicodeDecodeError) as error:
-                    raise InvalidRequest(f"body is not JSON: {error}") from None
-                if not isinstance(value, dict):
-                    raise InvalidRequest("body must be a JSON object with 'games' and/or 'players'")
-                _fields(value, {"games", "players"}, "body")
-                body.update(value)
-                return body
-
-            outcome = api.report(
-                self.headers.get("Authorization"),
-                lambda: games_from_json(parsed()),
-                lambda: players_from_json(body),
-            )
+            outcome = api.report(self.headers.get("Authorization"), lambda: report_from_json(raw))
             self._json(HTTPStatus.OK, {"accepted": outcome.accepted, "duplicates": outcome.duplicates})
 
     return Handler
