@@ -47,8 +47,8 @@ def elo_plot(points: list[RatingRow]) -> str:
     xs = [float(p.training_samples) if by_samples else float(i) for i, p in enumerate(points, 1)]
     x_label = "training samples" if by_samples else "model version (training order)"
     x_lo, x_hi = min(xs), max(xs)
-    if x_hi == x_lo:
-        x_lo, x_hi = x_lo - 1.0, x_hi + 1.0
+    x_pad = 0.04 * (x_hi - x_lo) if x_hi > x_lo else 1.0  # keep end points off the frame
+    x_lo, x_hi = x_lo - x_pad, x_hi + x_pad
     y_lo = min(p.elo_low for p in points)
     y_hi = max(p.elo_high for p in points)
     pad = max(10.0, 0.05 * (y_hi - y_lo))
