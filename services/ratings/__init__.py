@@ -1,0 +1,1 @@
+"""The ratings service: `python -m services.ratings` (gRPC + HTTP over tengen.ratings)."""

@@ -1,0 +1,1 @@
+"""Alembic migrations of the ratings store (run by tengen.ratings.store.migrate)."""

@@ -1,0 +1,1 @@
+"""Alembic revision files of the ratings store, one per schema change."""
