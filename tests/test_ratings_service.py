@@ -202,8 +202,13 @@ def _raw_stub(service: Service) -> tuple[grpc.Channel, pb_grpc.RatingsServiceStu
         ),
         (pb.ReportGamesRequest(games=[pb.Game(game_id="stored", black="a", white="b", result=pb.WHITE_WINS)]), "ALREADY_EXISTS", "stored"),
         (pb.ReportGamesRequest(), "INVALID_ARGUMENT", "empty report"),
+        (
+            pb.ReportGamesRequest(games=[pb.Game(game_id="x", black="a", white="b", result=pb.DRAW, played_at_unix_ms=2**62)]),
+            "INVALID_ARGUMENT",
+            "not a valid time",
+        ),
     ],
-    ids=["unset-result", "unknown-result", "self-play", "no-id", "no-black", "oversized", "unknown-kind", "conflict", "empty"],
+    ids=["unset-result", "unknown-result", "self-play", "no-id", "no-black", "oversized", "unknown-kind", "conflict", "empty", "bad-time"],
 )
 def test_malformed_grpc_reports_write_nothing(service: Service, request_: pb.ReportGamesRequest, code: str, message: str) -> None:
     with RatingsClient(service.address, token=TOKEN) as client:

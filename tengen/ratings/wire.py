@@ -40,9 +40,14 @@ def game_from_pb(message: pb.Game) -> GameReport:
             f"game {message.game_id!r}: unknown result code {message.result}: "
             "expected BLACK_WINS, WHITE_WINS or DRAW"
         )
-    if message.played_at_unix_ms < 0:
-        raise InvalidRequest(f"game {message.game_id!r}: negative played_at_unix_ms")
-    played_at = _when(message.played_at_unix_ms) if message.played_at_unix_ms else None
+    try:
+        if message.played_at_unix_ms < 0:
+            raise ValueError("negative")
+        played_at = _when(message.played_at_unix_ms) if message.played_at_unix_ms else None
+    except (ValueError, OverflowError, OSError):
+        raise InvalidRequest(
+            f"game {message.game_id!r}: played_at_unix_ms {message.played_at_unix_ms} is not a valid time"
+        ) from None
     return GameReport(message.game_id, message.black, message.white, result, message.source, played_at)
 
 
