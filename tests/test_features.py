@@ -337,3 +337,22 @@ def test_rectangular_board_in_a_square_buffer() -> None:
     assert spatial[P.ON_BOARD].sum() == 63
     assert spatial[P.OPP_STONE, 6, 8] == 1.0 and spatial[P.PREV_MOVE_1, 6, 8] == 1.0
     assert spatial[P.LIBERTIES_2, 6, 8] == 1.0
+
+
+def test_random_positions_of_every_size_keep_plane_invariants() -> None:
+    from tengen.go import ladder
+
+    for size in range(7, 20, 2):
+        moves = random_game(size, size * size // 2, seed=size)
+        boards = replay(size, moves)
+        for k in range(2, len(boards), max(1, len(boards) // 6)):
+            board = boards[k]
+            spatial, _ = features(board, boards[k - 1], boards[k - 2], size=(19, 19))
+            stones = gd.points(spatial[P.OWN_STONE]) | gd.points(spatial[P.OPP_STONE])
+            legal = set(np.flatnonzero(board.legal_moves()[:-1]))
+            mapped = {m // 19 * size + m % 19 for m in gd.points(spatial[P.LADDER_WORKING_MOVE])}
+            assert mapped == set(ladder.ladder_moves(board))
+            assert mapped <= legal
+            assert gd.points(spatial[P.LADDERED_0]) <= stones
+            assert not gd.points(spatial[P.KO_ILLEGAL]) & stones
+            assert set(np.unique(spatial)) <= {0.0, 1.0}
