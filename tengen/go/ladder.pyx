@@ -78,6 +78,18 @@ cdef inline int _libs(Ladder* lad, int loc, int limit, short* out) noexcept nogi
     return _flood_libs(lad, lad.mark, lad.gen, lad.stack, loc, limit, out)
 
 
+cdef inline bint _touches_empty(Ladder* lad, int loc) noexcept nogil:
+    """Whether loc has an empty neighbour: then its chain has a liberty, no flood needed."""
+    return (lad.color[loc + lad.adj[0]] == C_EMPTY or lad.color[loc + lad.adj[1]] == C_EMPTY
+            or lad.color[loc + lad.adj[2]] == C_EMPTY or lad.color[loc + lad.adj[3]] == C_EMPTY)
+
+
+cdef inline int _empty_neighbours(Ladder* lad, int loc) noexcept nogil:
+    """How many of loc's neighbours are empty (two or more: its chain is not in atari)."""
+    return ((lad.color[loc + lad.adj[0]] == C_EMPTY) + (lad.color[loc + lad.adj[1]] == C_EMPTY)
+            + (lad.color[loc + lad.adj[2]] == C_EMPTY) + (lad.color[loc + lad.adj[3]] == C_EMPTY))
+
+
 cdef int _remove_chain(Ladder* lad, int loc) noexcept nogil:
     """Take the chain at loc off the scratch board, recording its stones for undo."""
     cdef int c = lad.color[loc]
@@ -140,12 +152,12 @@ cdef int _play(Ladder* lad, int loc, int pla) noexcept nogil:
     lad.num_undo += 1
     for i in range(4):
         nb = loc + lad.adj[i]
-        if lad.color[nb] == opp and _libs(lad, nb, 0, NULL) == 0:
+        if lad.color[nb] == opp and not _touches_empty(lad, nb) and _libs(lad, nb, 0, NULL) == 0:
             captured += _remove_chain(lad, nb)
             last_captured = nb
         elif lad.color[nb] == pla:
             alone = False
-    if captured == 0 and _libs(lad, loc, 0, NULL) == 0:
+    if captured == 0 and not _touches_empty(lad, loc) and _libs(lad, loc, 0, NULL) == 0:
         _undo(lad)
         return -1
     # A lone stone that captured exactly one stone and has one liberty makes a simple ko.
@@ -216,7 +228,8 @@ cdef int _escape_moves(Ladder* lad, int loc, int* out, int cap) noexcept nogil:
             elif lad.color[nb] == c:
                 lad.stack[sp] = nb
                 sp += 1
-            elif lad.color[nb] == opp and _chain_libs2(lad, nb, lib) == 1:
+            elif (lad.color[nb] == opp and _empty_neighbours(lad, nb) < 2
+                    and _chain_libs2(lad, nb, lib) == 1):
                 for k in range(1, n):
                     if out[k] == lib[0]:
                         break
