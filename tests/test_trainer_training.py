@@ -109,3 +109,16 @@ def test_a_tiny_net_learns_from_the_window(filled_window: Window) -> None:
         learner.step()
     last = np.mean([learner.step()["policy"] for _ in range(3)])
     assert last < first
+
+
+def test_prefetched_batches_are_the_same_batches(filled_window: Window) -> None:
+    losses = []
+    for prefetch in (0, 2):
+        torch.manual_seed(5)
+        learner = Learner(tiny_config(), filled_window, seed=7, prefetch=prefetch)
+        losses.append([learner.step()["total"] for _ in range(4)])
+        # Going back (as after loading a checkpoint) draws the earlier batches again.
+        first = learner.batches.get(0)[0]
+        assert torch.equal(first, Learner(tiny_config(), filled_window, seed=7).batches.get(0)[0])
+        learner.close()
+    assert losses[0] == losses[1]

@@ -9,11 +9,16 @@ rate schedule, stochastic weight averaging, and checkpoints that resume exactly.
 - SWA: a snapshot every `snapshot_every` samples updates an exponential moving average of the
   weights (decay 0.75, the first snapshot starts it); every `candidate_every` samples the average
   becomes a candidate.
+- Batches: uniform from the window with random symmetries, cropped to the largest board in the
+  batch; step k's batch comes from a generator seeded (seed, k) (BatchSource), so a checkpoint
+  only needs the seed and the step count to resume the same sequence.
 """
 from __future__ import annotations
 
 import copy
 import os
+import queue
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -83,27 +88,98 @@ class Counters:
     candidates: int = 0
 
 
+_BATCH_FIELDS = ("spatial", "global_inputs", "policy", "opponent_policy", "value", "score", "ownership", "weight")
+
+
+def _host_tensors(batch: Batch, pin: bool) -> dict[str, torch.Tensor]:
+    tensors = {name: torch.from_numpy(getattr(batch, name)) for name in _BATCH_FIELDS}
+    return {name: t.pin_memory() for name, t in tensors.items()} if pin else tensors
+
+
+def _device_batch(host: dict[str, torch.Tensor], device: torch.device) -> tuple[torch.Tensor, torch.Tensor, Targets]:
+    t = {name: value.to(device, non_blocking=True) for name, value in host.items()}
+    targets = Targets(policy=t["policy"], opponent_policy=t["opponent_policy"], value=t["value"],
+                      score=t["score"], ownership=t["ownership"], weight=t["weight"])
+    return t["spatial"], t["global_inputs"], targets
+
+
 def batch_tensors(batch: Batch, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, Targets]:
     """A window batch as the net's inputs and the loss's targets on `device`."""
+    return _device_batch(_host_tensors(batch, pin=False), device)
 
-    def t(a: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(a).to(device, non_blocking=True)
 
-    targets = Targets(
-        policy=t(batch.policy),
-        opponent_policy=t(batch.opponent_policy),
-        value=t(batch.value),
-        score=t(batch.score),
-        ownership=t(batch.ownership),
-        weight=t(batch.weight),
-    )
-    return t(batch.spatial), t(batch.global_inputs), targets
+class BatchSource:
+    """The batches of consecutive training steps. Step k's batch is drawn with the random
+    generator seeded (seed, k), so a resumed trainer draws what it would have drawn.
+
+    With `prefetch` > 0 a background thread prepares that many batches ahead (sampling, unpacking,
+    symmetries, pinned host memory on CUDA) while the device computes; a batch may then miss rows
+    appended while it waited in the queue, which changes nothing that matters.
+    """
+
+    def __init__(self, window: Window, batch_size: int, seed: int, device: torch.device, prefetch: int = 0) -> None:
+        if prefetch < 0:
+            raise ValueError(f"prefetch must be >= 0, got {prefetch}")
+        self.window, self.batch_size, self.seed, self.device = window, batch_size, seed, device
+        self.prefetch = prefetch
+        self._pin = device.type == "cuda"
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._queue: queue.Queue[tuple[int, dict[str, torch.Tensor]]] = queue.Queue(maxsize=max(1, prefetch))
+
+    def _draw(self, step: int) -> dict[str, torch.Tensor]:
+        rng = np.random.default_rng((self.seed, step))
+        return _host_tensors(self.window.sample(self.batch_size, rng, augment=True, crop=True), self._pin)
+
+    def get(self, step: int) -> tuple[torch.Tensor, torch.Tensor, Targets]:
+        if not self.prefetch:
+            return _device_batch(self._draw(step), self.device)
+        if self._thread is None:
+            self._start(step)
+        while True:
+            got, host = self._queue.get()
+            if got == step:
+                return _device_batch(host, self.device)
+            if got > step:  # asked for an earlier step (e.g. after loading a checkpoint): start over
+                self._start(step)
+
+    def _start(self, step: int) -> None:
+        self.close()
+        self._stop = threading.Event()
+        self._queue = queue.Queue(maxsize=self.prefetch)
+        self._thread = threading.Thread(target=self._produce, args=(step, self._stop, self._queue),
+                                        name="trainer-prefetch", daemon=True)
+        self._thread.start()
+
+    def _produce(self, step: int, stop: threading.Event, out: queue.Queue) -> None:
+        while not stop.is_set():
+            try:
+                item = (step, self._draw(step))
+            except ValueError:  # the window is still empty
+                stop.wait(0.1)
+                continue
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            step += 1
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
 
 
 class Learner:
     """A net, its optimizer and SWA state, trained on batches drawn from a window."""
 
-    def __init__(self, config: TrainerConfig, window: Window, device: str | torch.device = "cpu", seed: int = 0) -> None:
+    def __init__(self, config: TrainerConfig, window: Window, device: str | torch.device = "cpu", seed: int = 0,
+                 prefetch: int | None = None) -> None:
+        """`prefetch`: batches prepared ahead by a background thread; default 2 on CUDA, 0 on CPU
+        (where the thread would only take cores from the net)."""
         self.config = config
         self.window = window
         self.device = torch.device(device)
@@ -112,7 +188,10 @@ class Learner:
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.0, momentum=config.momentum)
         self.swa = SwaAverager(config.swa_decay)
         self.counters = Counters(next_snapshot=config.snapshot_every, next_candidate=config.candidate_every)
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        if prefetch is None:
+            prefetch = 2 if self.device.type == "cuda" else 0
+        self.batches = BatchSource(window, config.batch_size, seed, self.device, prefetch)
 
     def can_train(self) -> bool:
         """Enough rows to start, and not ahead of the data: about `samples_per_row` training
@@ -125,8 +204,7 @@ class Learner:
 
     def step(self) -> dict[str, float]:
         """One SGD step on a fresh batch; returns every loss term and the learning rate."""
-        batch = self.window.sample(self.config.batch_size, self.rng, augment=True, crop=True)
-        spatial, global_inputs, targets = batch_tensors(batch, self.device)
+        spatial, global_inputs, targets = self.batches.get(self.counters.steps)
         rate = learning_rate(self.counters.samples, self.config)
         for group in self.optimizer.param_groups:
             group["lr"] = rate * self.config.batch_size
@@ -169,7 +247,7 @@ class Learner:
             "optimizer": self.optimizer.state_dict(),
             "swa": self.swa.state_dict(),
             "counters": asdict(self.counters),
-            "rng": self.rng.bit_generator.state,
+            "seed": self.seed,
             "window_n_total": self.window.n_total,
             "saved_at": time.time(),
         }
@@ -196,4 +274,10 @@ class Learner:
         self.optimizer.load_state_dict(state["optimizer"])
         self.swa.load_state_dict(state["swa"])
         self.counters = Counters(**state["counters"])
-        self.rng.bit_generator.state = state["rng"]
+        self.seed = state["seed"]
+        self.batches.close()
+        self.batches = BatchSource(self.window, self.config.batch_size, self.seed, self.device, self.batches.prefetch)
+
+    def close(self) -> None:
+        """Stop the prefetch thread, if any."""
+        self.batches.close()
