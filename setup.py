@@ -15,6 +15,7 @@ DIRECTIVES = {
 MODULES = [
     "tengen.go.board",
     "tengen.go.playout",
+    "tengen.go.passalive",
     "tengen.go.ladder",
     "tengen.go.features",
 ]
