@@ -95,6 +95,20 @@ def test_score(tmp_path: Path, capsys) -> None:
     assert run(["sgf", "score", path], capsys)[:2] == (0, "B+2\n")
 
 
+def test_score_counts_pass_alive_territory_by_default(tmp_path: Path, capsys) -> None:
+    # Black's chain (column B plus A4) has two vital eyes, so it is pass-alive; the white stone
+    # at A7 inside its upper eye is dead. KataGo's scoring gives Black that eye (3 points) and
+    # not White the stone: Black 8 + 3 + 3, White 7 + 28. Tromp-Taylor counts the stone alive
+    # and the eye's two empty points as neutral: Black 8 + 3, White 8 + 28.
+    data = b"(;SZ[7]KM[0]AB[ba:bg][ad]AW[ca:cg][aa];B[tt];W[tt])"
+    path = write(tmp_path, data)
+    assert run(["sgf", "score", path], capsys)[:2] == (0, "W+21\n")
+    assert run(["sgf", "score", path, "--rules", "chinese"], capsys)[:2] == (0, "W+21\n")
+    assert run(["sgf", "score", path, "--rules", "tromp-taylor"], capsys)[:2] == (0, "W+25\n")
+    path = write(tmp_path, data.replace(b"KM[0]", b"RU[tromp-taylor]KM[0]"), "tt.sgf")
+    assert run(["sgf", "score", path], capsys)[:2] == (0, "W+25\n")
+
+
 def test_score_illegal_game(tmp_path: Path, capsys) -> None:
     path = write(tmp_path, MULTI_STONE_SUICIDE)
     code, out, err = run(["sgf", "score", path], capsys)

@@ -98,6 +98,7 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_score(args: argparse.Namespace) -> int:
+    from tengen.go.passalive import final_score, result_string
     from tengen.go.sgf import SgfError, SgfMoveError, replay
 
     game = _load(args)
@@ -108,12 +109,6 @@ def run_score(args: argparse.Namespace) -> int:
     except SgfError as exc:
         print(f"tengen sgf: {args.file}: {exc}", file=sys.stderr)
         return 1 if isinstance(exc, SgfMoveError) else 2
-    print(result_string(board.area_score()))
+    # final_score follows the rules' scoring: plain Tromp-Taylor for 'area', else KataGo's.
+    print(result_string(final_score(board)))
     return 0
-
-
-def result_string(score: float) -> str:
-    """B+3.5 / W+0.5 / 0 from a score that is Black's minus White's (komi included)."""
-    if score == 0:
-        return "0"
-    return f"{'B' if score > 0 else 'W'}+{abs(score):g}"
