@@ -1,0 +1,740 @@
+"""The game queue and control topics over Kafka (kafka-python only).
+
+Topics:
+- `tengen.games`: one finished game per record, key = game id (idempotent: a resend keeps the key,
+  so consumers dedupe by it).
+- `tengen.games.dlq`: records a consumer rejected, same key and value, the reason in a header.
+- `tengen.models`: compacted control topic, key = Triton model name, value = JSON announcement of
+  the version that serves now; a worker that starts later reads the latest value per key.
+- `tengen.candidates`: candidate exports from the trainer for gating.
+
+`ReliableProducer` keeps every record in a bounded local buffer until the broker acknowledges it
+(acks=all) and resends what failed, recreating the client when the broker went away (an idempotent
+producer whose broker restarted empty cannot recover its producer id). `GroupConsumer` joins a
+consumer group with manual commits: offsets are committed only when the caller says the records
+are durable.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import errors as kerr
+from kafka.admin import KafkaAdminClient
+from kafka.consumer.fetcher import ConsumerRecord
+from kafka.producer.future import RecordMetadata
+from kafka.structs import OffsetAndMetadata
+
+from tengen.infra.broker import kafka_api_versions_ok
+
+log = logging.getLogger(__name__)
+
+GAMES_TOPIC = "tengen.games"
+DLQ_TOPIC = "tengen.games.dlq"
+MODELS_TOPIC = "tengen.models"
+CANDIDATES_TOPIC = "tengen.candidates"
+
+# A group join against the local broker takes ~3 s with these; kafka-python's 45 s default session
+# timeout made the first join take over 20 s. Both must stay above the broker's minimum.
+SESSION_TIMEOUT_MS = 6000
+HEARTBEAT_INTERVAL_MS = 1000
+
+Headers = Sequence[tuple[str, bytes]]
+
+
+class KafkaAdapterError(RuntimeError):
+    """A Kafka operation could not complete (broker unreachable past the deadline, bad input)."""
+
+
+class BufferFullError(KafkaAdapterError):
+    """The producer's local buffer stayed full for longer than the caller allowed."""
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int = 1
+    compacted: bool = False
+    replication_factor: int = -1  # -1: the broker's default (1 locally, 3 on a production cluster)
+
+
+def default_topics(game_partitions: int = 4) -> list[TopicSpec]:
+    """The project's topics. Games are spread over partitions so several trainers could share them."""
+    return [
+        TopicSpec(GAMES_TOPIC, game_partitions),
+        TopicSpec(DLQ_TOPIC, 1),
+        TopicSpec(MODELS_TOPIC, 1, compacted=True),
+        TopicSpec(CANDIDATES_TOPIC, 1),
+    ]
+
+
+class Backoff:
+    """Exponential backoff with a cap; `reset()` after a success."""
+
+    def __init__(self, initial_s: float = 0.2, max_s: float = 10.0) -> None:
+        if initial_s <= 0 or max_s < initial_s:
+            raise ValueError(f"bad backoff bounds: initial {initial_s}, max {max_s}")
+        self.initial_s = initial_s
+        self.max_s = max_s
+        self._next = initial_s
+
+    def next(self) -> float:
+        delay = self._next
+        self._next = min(self._next * 2, self.max_s)
+        return delay
+
+    def reset(self) -> None:
+        self._next = self.initial_s
+
+
+def broker_reachable(bootstrap: str, timeout_s: float = 1.0) -> bool:
+    """True when any of the comma-separated bootstrap servers answers a Kafka request."""
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        if host and port.isdigit() and kafka_api_versions_ok(host.strip("[]"), int(port), timeout_s):
+            return True
+    return False
+
+
+def _key_bytes(key: str | bytes) -> bytes:
+    if isinstance(key, bytes):
+        return key
+    if isinstance(key, str):
+        return key.encode()
+    raise TypeError(f"record key must be str or bytes, got {type(key).__name__}")
+
+
+def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec] | None = None, timeout_s: float = 30.0) -> list[str]:
+    """Create the topics that do not exist yet; return the names created. Retries until timeout_s
+    while the broker is unreachable."""
+    wanted = list(specs) if specs is not None else default_topics()
+    deadline = time.monotonic() + timeout_s
+    backoff = Backoff(0.2, 2.0)
+    while True:
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="tengen-admin",
+                                     request_timeout_ms=10000, bootstrap_timeout_ms=5000)
+            try:
+                existing = set(admin.list_topics())
+                missing = [s for s in wanted if s.name not in existing]
+                if missing:
+                    request = {
+                        s.name: {
+                            "num_partitions": s.partitions,
+                            "replication_factor": s.replication_factor,
+                            "configs": {"cleanup.policy": "compact"} if s.compacted else {},
+                        }
+                        for s in missing
+                    }
+                    admin.create_topics(request, raise_errors=False, wait_for_metadata=True)
+                    now = set(admin.list_topics())
+                    still = [s.name for s in missing if s.name not in now]
+                    if still:
+                        raise KafkaAdapterError(f"broker did not create topics {still}")
+                    log.info("kafka: created topics %s on %s", [s.name for s in missing], bootstrap)
+                return [s.name for s in missing]
+            finally:
+                admin.close()
+        except (kerr.KafkaError, KafkaAdapterError, OSError) as exc:
+            if time.monotonic() >= deadline:
+                raise KafkaAdapterError(f"could not ensure topics on {bootstrap} within {timeout_s:.0f} s: {exc!r}") from exc
+            delay = backoff.next()
+            log.warning("kafka: broker %s not reachable for topic setup (%r); retrying in %.1f s", bootstrap, exc, delay)
+            time.sleep(delay)
+
+
+# Errors that resending the same record can never fix: report and drop instead of looping forever.
+_PERMANENT_RECORD_ERRORS = (
+    kerr.MessageSizeTooLargeError,
+    kerr.RecordListTooLargeError,
+    kerr.InvalidTopicError,
+    kerr.TopicAuthorizationFailedError,
+    kerr.InvalidRecordError,
+)
+
+
+@dataclass
+class _Pending:
+    seq: int
+    topic: str
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes]]
+    generation: int = -1  # generation of the client it is in flight on; -1 while waiting to be sent
+    attempts: int = 0
+
+
+DeliveredCallback = Callable[[str, bytes, RecordMetadata], None]
+FailedCallback = Callable[[str, bytes, Exception], None]
+
+
+class ReliableProducer:
+    """acks=all producer with a bounded local buffer and resends while the broker is down.
+
+    `send()` returns once the record is buffered (blocking while the buffer is full); a background
+    thread hands records to kafka-python and keeps each one until the broker acknowledges it. A
+    failed record is resent under the same key, so a resend can at worst duplicate a record (the
+    consumers dedupe by key), never lose it or give it another id. `flush()` waits until nothing is
+    pending; `close()` flushes first.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        max_buffered: int = 10_000,
+        client_id: str = "tengen-producer",
+        on_delivered: DeliveredCallback | None = None,
+        on_failed: FailedCallback | None = None,
+        request_timeout_s: float = 10.0,
+        delivery_timeout_s: float = 30.0,
+        max_request_bytes: int = 8 * 1024 * 1024,
+        backoff: Backoff | None = None,
+    ) -> None:
+        if max_buffered < 1:
+            raise ValueError(f"max_buffered must be >= 1, got {max_buffered}")
+        self.bootstrap = bootstrap
+        self.max_buffered = max_buffered
+        self.client_id = client_id
+        self.on_delivered = on_delivered
+        self.on_failed = on_failed
+        self._config: dict[str, Any] = dict(
+            bootstrap_servers=bootstrap,
+            client_id=client_id,
+            acks="all",
+            retries=2**31 - 1,
+            request_timeout_ms=int(request_timeout_s * 1000),
+            delivery_timeout_ms=int(delivery_timeout_s * 1000),
+            max_block_ms=5000,
+            bootstrap_timeout_ms=5000,
+            max_request_size=max_request_bytes,
+            linger_ms=5,
+            reconnect_backoff_max_ms=2000,
+        )
+        self._backoff = backoff or Backoff(0.2, 10.0)
+        self._cond = threading.Condition()
+        self._pending: dict[int, _Pending] = {}
+        self._waiting: dict[int, _Pending] = {}  # subset of pending not currently in flight
+        self._next_seq = 0
+        self._generation = 0
+        self._needs_reset = False
+        self._last_error: Exception | None = None
+        self._closed = False
+        self._client: KafkaProducer | None = None
+        self.delivered = 0
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name=f"{client_id}-sender", daemon=True)
+        self._thread.start()
+
+    # -- public API -------------------------------------------------------------------------
+    def send(self, topic: str, key: str | bytes, value: bytes, headers: Headers = (),
+             block_timeout_s: float | None = None) -> None:
+        """Buffer one record for delivery; blocks while the buffer is full (None = wait forever)."""
+        if not topic:
+            raise ValueError("topic must be a non-empty string")
+        if not isinstance(value, (bytes, bytearray)):
+            raise TypeError(f"record value must be bytes, got {type(value).__name__}")
+        rec_headers = [(str(k), bytes(v)) for k, v in headers]
+        key_b = _key_bytes(key)
+        deadline = None if block_timeout_s is None else time.monotonic() + block_timeout_s
+        with self._cond:
+            if self._closed:
+                raise KafkaAdapterError("producer is closed")
+            while len(self._pending) >= self.max_buffered:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise BufferFullError(f"producer buffer full ({self.max_buffered} records unacknowledged; "
+                                          f"is the broker at {self.bootstrap} up?)")
+                self._cond.wait(remaining if remaining is not None else 1.0)
+                if self._closed:
+                    raise KafkaAdapterError("producer is closed")
+            rec = _Pending(self._next_seq, topic, key_b, bytes(value), rec_headers)
+            self._next_seq += 1
+            self._pending[rec.seq] = rec
+            self._waiting[rec.seq] = rec
+            self._cond.notify_all()
+
+    @property
+    def pending(self) -> int:
+        """Records buffered or in flight, not yet acknowledged."""
+        with self._cond:
+            return len(self._pending)
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait until every buffered record is acknowledged (or dropped as undeliverable)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._cond:
+            while self._pending:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._cond.wait(remaining if remaining is not None else 1.0)
+            return True
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Flush (up to timeout_s), stop the sender, close the client. Logs what stayed unsent."""
+        flushed = self.flush(timeout_s)
+        with self._cond:
+            self._closed = True
+            left = len(self._pending)
+            self._cond.notify_all()
+        self._thread.join(timeout=10.0)
+        if not flushed:
+            log.error("kafka: producer closed with %d records never acknowledged by %s", left, self.bootstrap)
+
+    def __enter__(self) -> "ReliableProducer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sender thread ----------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and not self._waiting and not self._needs_reset:
+                    self._cond.wait(0.5)
+                if self._closed:
+                    break
+                reset = self._needs_reset
+                self._needs_reset = False
+            if reset:
+                self._drop_client()
+                delay = self._backoff.next()
+                log.warning("kafka: %d records not acknowledged by %s (last error %r); reconnecting in %.1f s",
+                            self.pending, self.bootstrap, self._last_error, delay)
+                self._sleep(delay)
+                continue
+            if self._client is None and not self._connect():
+                continue
+            self._dispatch()
+        self._drop_client(timeout_s=5.0)
+
+    def _sleep(self, seconds: float) -> None:
+        with self._cond:
+            if not self._closed:
+                self._cond.wait(seconds)
+
+    def _connect(self) -> bool:
+        try:
+            self._client = KafkaProducer(**self._config)
+        except Exception as exc:  # kafka-python raises several types when bootstrap fails
+            delay = self._backoff.next()
+            log.warning("kafka: broker %s unreachable (%r); %d records buffered; retrying in %.1f s",
+                        self.bootstrap, exc, self.pending, delay)
+            self._sleep(delay)
+            return False
+        with self._cond:
+            self._generation += 1
+        log.info("kafka: producer connected to %s (%d records buffered)", self.bootstrap, self.pending)
+        return True
+
+    def _dispatch(self) -> None:
+        client = self._client
+        assert client is not None
+        with self._cond:
+            batch = [self._waiting.pop(seq) for seq in sorted(self._waiting)]
+            generation = self._generation
+            for rec in batch:
+                rec.generation = generation
+                rec.attempts += 1
+        for i, rec in enumerate(batch):
+            try:
+                fut = client.send(rec.topic, key=rec.key, value=rec.value, headers=rec.headers)
+            except Exception as exc:  # metadata timeout while the broker is down, or a closed client
+                with self._cond:
+                    self._last_error = exc
+                    for r in batch[i:]:
+                        self._requeue(r, generation)
+                    self._needs_reset = True
+                return
+            fut.add_callback(self._on_success, rec, generation)
+            fut.add_errback(self._on_error, rec, generation)
+
+    def _drop_client(self, timeout_s: float = 0.0) -> None:
+        client, self._client = self._client, None
+        if client is None:
+            return
+        with self._cond:
+            self._generation += 1  # callbacks of the old client no longer own their records
+            for rec in self._pending.values():
+                if rec.seq not in self._waiting:
+                    self._requeue(rec, rec.generation)
+        try:
+            client.close(timeout=timeout_s)
+        except Exception as exc:  # closing a broken client must not kill the sender thread
+            log.debug("kafka: error closing producer client: %r", exc)
+
+    def _requeue(self, rec: _Pending, generation: int) -> None:
+        # Caller holds the lock. Only the client generation that sent the record may requeue it.
+        if rec.seq in self._pending and rec.generation == generation and rec.seq not in self._waiting:
+            rec.generation = -1
+            self._waiting[rec.seq] = rec
+            self._cond.notify_all()
+
+    def _on_success(self, rec: _Pending, generation: int, metadata: RecordMetadata) -> None:
+        with self._cond:
+            if self._pending.pop(rec.seq, None) is None:
+                return
+            self._waiting.pop(rec.seq, None)
+            self.delivered += 1
+            self._backoff.reset()
+            self._cond.notify_all()
+        if self.on_delivered is not None:
+            self.on_delivered(rec.topic, rec.key, metadata)
+
+    def _on_error(self, rec: _Pending, generation: int, exc: Exception) -> None:
+        if isinstance(exc, _PERMANENT_RECORD_ERRORS):
+            log.error("kafka: dropping record key=%r for %s: %r (resending cannot succeed)", rec.key, rec.topic, exc)
+            with self._cond:
+                if self._pending.pop(rec.seq, None) is None:
+                    return
+                self._waiting.pop(rec.seq, None)
+                self.dropped += 1
+                self._cond.notify_all()
+            if self.on_failed is not None:
+                self.on_failed(rec.topic, rec.key, exc)
+            return
+        with self._cond:
+            if rec.seq not in self._pending:
+                return
+            log.debug("kafka: record key=%r for %s not acknowledged (%r, attempt %d); resending",
+                      rec.key, rec.topic, exc, rec.attempts)
+            self._last_error = exc
+            self._requeue(rec, generation)
+            # Recreate the client: after a broker restart the old one may be stuck in a fatal state.
+            self._needs_reset = True
+            self._cond.notify_all()
+
+
+@dataclass
+class _PartitionCommit:
+    offset: int
+    leader_epoch: int = -1
+
+
+class GroupConsumer:
+    """A consumer-group member with manual commits.
+
+    `poll()` returns records; the caller makes them durable, then calls `commit(records)`, which
+    commits offset+1 for the last record of each partition. Nothing is committed automatically, so a
+    crash before `commit` redelivers the records (consumers dedupe by key).
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: str | Sequence[str],
+        group_id: str,
+        *,
+        client_id: str = "tengen-consumer",
+        max_poll_records: int = 500,
+        auto_offset_reset: str = "earliest",
+        max_poll_interval_s: float = 300.0,
+        backoff: Backoff | None = None,
+    ) -> None:
+        if not group_id:
+            raise ValueError("group_id must be a non-empty string")
+        self.bootstrap = bootstrap
+        self.topics = [topics] if isinstance(topics, str) else list(topics)
+        if not self.topics:
+            raise ValueError("at least one topic is required")
+        self.group_id = group_id
+        self._config: dict[str, Any] = dict(
+            bootstrap_servers=bootstrap,
+            client_id=client_id,
+            group_id=group_id,
+            enable_auto_commit=False,
+            auto_offset_reset=auto_offset_reset,
+            max_poll_records=max_poll_records,
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+            max_poll_interval_ms=int(max_poll_interval_s * 1000),
+            request_timeout_ms=SESSION_TIMEOUT_MS + 5000,
+            bootstrap_timeout_ms=5000,
+            reconnect_backoff_max_ms=2000,
+        )
+        self._backoff = backoff or Backoff(0.2, 10.0)
+        self._consumer: KafkaConsumer | None = None
+        self._was_connected = True
+        self._last_probe = 0.0
+
+    def _ensure(self) -> KafkaConsumer | None:
+        if self._consumer is not None:
+            return self._consumer
+        try:
+            consumer = KafkaConsumer(**self._config)
+            consumer.subscribe(self.topics)
+        except Exception as exc:
+            delay = self._backoff.next()
+            log.warning("kafka: consumer group %s cannot reach %s (%r); retrying in %.1f s",
+                        self.group_id, self.bootstrap, exc, delay)
+            time.sleep(delay)
+            return None
+        self._consumer = consumer
+        log.info("kafka: consumer joined group %s on %s for %s", self.group_id, self.bootstrap, self.topics)
+        return consumer
+
+    def poll(self, timeout_s: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records fetched within timeout_s (possibly none). Errors are logged and retried with backoff."""
+        consumer = self._ensure()
+        if consumer is None:
+            return []
+        try:
+            batches = consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        except kerr.KafkaError as exc:
+            delay = self._backoff.next()
+            log.warning("kafka: poll for group %s failed (%r); reconnecting in %.1f s", self.group_id, exc, delay)
+            self._reset()
+            time.sleep(delay)
+            return []
+        self._report_connectivity(bool(batches))
+        records: list[ConsumerRecord] = []
+        for tp in sorted(batches, key=lambda t: (t.topic, t.partition)):
+            records.extend(batches[tp])
+        if records:
+            self._backoff.reset()
+        return records
+
+    def _report_connectivity(self, got_records: bool) -> None:
+        # kafka-python reconnects by itself and only logs per socket; one clear line per change.
+        now = time.monotonic()
+        if not got_records and now - self._last_probe < 5.0:
+            return
+        self._last_probe = now
+        connected = got_records or broker_reachable(self.bootstrap)
+        if connected != self._was_connected:
+            if connected:
+                log.info("kafka: consumer group %s reconnected to %s", self.group_id, self.bootstrap)
+            else:
+                log.warning("kafka: consumer group %s cannot reach the broker at %s; kafka-python keeps "
+                            "retrying", self.group_id, self.bootstrap)
+            self._was_connected = connected
+
+    def commit(self, records: Iterable[ConsumerRecord]) -> bool:
+        """Commit the position after each partition's last given record. Call only once the records
+        are durable. Returns False when the commit failed (e.g. a rebalance moved the partition:
+        the records will be redelivered to whoever owns it now)."""
+        offsets: dict[TopicPartition, _PartitionCommit] = {}
+        for rec in records:
+            tp = TopicPartition(rec.topic, rec.partition)
+            epoch = getattr(rec, "leader_epoch", -1)
+            if tp not in offsets or rec.offset + 1 > offsets[tp].offset:
+                offsets[tp] = _PartitionCommit(rec.offset + 1, epoch if epoch is not None else -1)
+        if not offsets:
+            return True
+        consumer = self._consumer
+        if consumer is None:
+            log.warning("kafka: commit for group %s skipped: not connected; records will be redelivered", self.group_id)
+            return False
+        try:
+            consumer.commit({tp: OffsetAndMetadata(c.offset, "", c.leader_epoch) for tp, c in offsets.items()})
+        except kerr.KafkaError as exc:
+            log.warning("kafka: commit for group %s failed (%r); records will be redelivered", self.group_id, exc)
+            return False
+        return True
+
+    def committed(self, topic: str, partition: int) -> int | None:
+        """The group's committed offset for one partition (None when nothing is committed)."""
+        consumer = self._ensure()
+        if consumer is None:
+            return None
+        return consumer.committed(TopicPartition(topic, partition))
+
+    def _reset(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                consumer.close(autocommit=False)
+            except Exception as exc:
+                log.debug("kafka: error closing consumer: %r", exc)
+
+    def close(self) -> None:
+        """Leave the group without committing anything further."""
+        self._reset()
+
+    def __enter__(self) -> "GroupConsumer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def send_dead_letter(producer: ReliableProducer, record: ConsumerRecord, reason: str) -> None:
+    """Put a rejected record on the DLQ: same key and value, the reason and origin in headers."""
+    if not reason:
+        raise ValueError("a dead letter needs a reason")
+    headers = [
+        ("reason", reason.encode("utf-8", errors="replace")),
+        ("source.topic", record.topic.encode()),
+        ("source.partition", str(record.partition).encode()),
+        ("source.offset", str(record.offset).encode()),
+    ]
+    key = record.key if record.key is not None else f"{record.topic}-{record.partition}-{record.offset}".encode()
+    producer.send(DLQ_TOPIC, key, record.value if record.value is not None else b"", headers)
+
+
+def header(record: ConsumerRecord, name: str) -> str | None:
+    """A header's value as text (the last one when repeated), or None."""
+    found = None
+    for key, value in record.headers or ():
+        if key == name:
+            found = value.decode("utf-8", errors="replace") if value is not None else ""
+    return found
+
+
+# -- model announcements on the compacted topic ---------------------------------------------------
+@dataclass(frozen=True)
+class ModelAnnouncement:
+    model: str
+    version: int
+    announced_at: float = field(default=0.0, compare=False)
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"model": self.model, "version": self.version, "announced_at": self.announced_at}).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "ModelAnnouncement":
+        try:
+            obj = json.loads(data)
+            return cls(str(obj["model"]), int(obj["version"]), float(obj.get("announced_at", 0.0)))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise KafkaAdapterError(f"malformed model announcement {data[:200]!r}: {exc}") from exc
+
+
+def announce_model(producer: ReliableProducer, model: str, version: int, timeout_s: float = 30.0) -> ModelAnnouncement:
+    """Announce that `version` of `model` serves now; returns once the broker acknowledged it."""
+    if not model or version < 1:
+        raise ValueError(f"bad model announcement: model={model!r} version={version}")
+    ann = ModelAnnouncement(model, version, time.time())
+    producer.send(MODELS_TOPIC, model, ann.to_bytes())
+    if not producer.flush(timeout_s):
+        raise KafkaAdapterError(f"announcement of {model} v{version} not acknowledged within {timeout_s:.0f} s")
+    log.info("kafka: announced %s version %d on %s", model, version, MODELS_TOPIC)
+    return ann
+
+
+def _read_to_end(consumer: KafkaConsumer, topic: str, deadline: float,
+                 handle: Callable[[ConsumerRecord], None]) -> None:
+    partitions = None
+    while partitions is None:
+        partitions = consumer.partitions_for_topic(topic)
+        if partitions is None:
+            if time.monotonic() >= deadline:
+                raise KafkaAdapterError(f"topic {topic} not found on the broker")
+            time.sleep(0.2)
+    tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+    consumer.assign(tps)
+    consumer.seek_to_beginning(*tps)
+    end = consumer.end_offsets(tps)
+    while any(consumer.position(tp) < end[tp] for tp in tps):
+        if time.monotonic() >= deadline:
+            raise KafkaAdapterError(f"timed out reading {topic} to its end")
+        for recs in consumer.poll(timeout_ms=500).values():
+            for rec in recs:
+                handle(rec)
+
+
+def latest_models(bootstrap: str, timeout_s: float = 30.0) -> dict[str, ModelAnnouncement]:
+    """The latest announcement per model name on `tengen.models` (empty when none yet)."""
+    deadline = time.monotonic() + timeout_s
+    latest: dict[str, ModelAnnouncement] = {}
+
+    def handle(rec: ConsumerRecord) -> None:
+        if rec.value is None:  # a tombstone removes the model
+            latest.pop(rec.key.decode(), None)
+            return
+        try:
+            ann = ModelAnnouncement.from_bytes(rec.value)
+        except KafkaAdapterError as exc:
+            log.error("kafka: skipping %s", exc)
+            return
+        latest[ann.model] = ann
+
+    try:
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="tengen-models-reader",
+                                 enable_auto_commit=False, bootstrap_timeout_ms=int(timeout_s * 1000))
+    except Exception as exc:
+        raise KafkaAdapterError(f"cannot reach broker {bootstrap} to read {MODELS_TOPIC}: {exc!r}") from exc
+    try:
+        _read_to_end(consumer, MODELS_TOPIC, deadline, handle)
+    finally:
+        consumer.close(autocommit=False)
+    return latest
+
+
+def latest_model_version(bootstrap: str, model: str, timeout_s: float = 30.0) -> int | None:
+    """The version of `model` last announced on `tengen.models`, or None when never announced."""
+    ann = latest_models(bootstrap, timeout_s).get(model)
+    return ann.version if ann is not None else None
+
+
+class ModelWatcher:
+    """Follows `tengen.models` in a background thread: `current(model)` is the latest announced
+    version; `on_change(announcement)` runs on every new announcement. Reads the topic from the
+    start, so a worker that starts later learns the current version first."""
+
+    def __init__(self, bootstrap: str, on_change: Callable[[ModelAnnouncement], None] | None = None,
+                 backoff: Backoff | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.on_change = on_change
+        self._backoff = backoff or Backoff(0.5, 10.0)
+        self._latest: dict[str, ModelAnnouncement] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tengen-model-watcher", daemon=True)
+        self._thread.start()
+
+    def current(self, model: str) -> int | None:
+        with self._lock:
+            ann = self._latest.get(model)
+        return ann.version if ann is not None else None
+
+    def _apply(self, rec: ConsumerRecord) -> None:
+        if rec.value is None or rec.key is None:
+            return
+        try:
+            ann = ModelAnnouncement.from_bytes(rec.value)
+        except KafkaAdapterError as exc:
+            log.error("kafka: skipping %s", exc)
+            return
+        with self._lock:
+            old = self._latest.get(ann.model)
+            self._latest[ann.model] = ann
+        if (old is None or old.version != ann.version) and self.on_change is not None:
+            self.on_change(ann)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            consumer = None
+            try:
+                # earliest: after a broker restart (empty log) the position resets to the start, so
+                # an announcement made right after the restart is not skipped.
+                consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="tengen-model-watcher",
+                                         enable_auto_commit=False, auto_offset_reset="earliest",
+                                         bootstrap_timeout_ms=5000)
+                _read_to_end(consumer, MODELS_TOPIC, time.monotonic() + 30.0, self._apply)
+                self._backoff.reset()
+                while not self._stop.is_set():
+                    for recs in consumer.poll(timeout_ms=500).values():
+                        for rec in recs:
+                            self._apply(rec)
+            except Exception as exc:  # keep following across broker restarts
+                delay = self._backoff.next()
+                log.warning("kafka: model watcher lost %s (%r); retrying in %.1f s", self.bootstrap, exc, delay)
+                self._stop.wait(delay)
+            finally:
+                if consumer is not None:
+                    try:
+                        consumer.close(autocommit=False)
+                    except Exception as exc:
+                        log.debug("kafka: error closing watcher consumer: %r", exc)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10.0)

