@@ -1,0 +1,76 @@
+"""Games from Kafka into the window: decode, validate by replay, dedupe, append, then commit.
+
+For each polled batch of records, in order:
+1. bytes -> GameRecord -> rows (tengen.data.rows); a RecordError (malformed bytes, bad field,
+   illegal move on replay, ...) sends the record to `tengen.games.dlq` with the reason;
+2. a game id the window has already seen is dropped (Kafka delivers at least once);
+3. the rows are appended to the window, which returns only once they are on disk;
+4. once every record of the batch is durable (rows appended, dead letters acknowledged by the
+   broker), the consumer offsets are committed.
+A crash anywhere before step 4 redelivers the batch; step 2 makes the replay harmless.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from kafka.consumer.fetcher import ConsumerRecord
+
+from tengen.data.rows import RecordError, decode, rows_from_record
+from tengen.data.window import Window
+from tengen.infra.kafka import send_dead_letter
+
+log = logging.getLogger("services.trainer")
+
+
+class DeadLetters(Protocol):
+    """What ingest needs of tengen.infra.kafka.ReliableProducer."""
+
+    def send(self, topic: str, key: str | bytes, value: bytes, headers: Sequence[tuple[str, bytes]] = (),
+             block_timeout_s: float | None = None) -> None: ...
+
+
+
+@dataclass
+class IngestStats:
+    appended: int = 0  # games appended
+    rows: int = 0  # rows appended
+    duplicates: int = 0
+    rejected: int = 0
+
+    def add(self, other: "IngestStats") -> None:
+        self.appended += other.appended
+        self.rows += other.rows
+        self.duplicates += other.duplicates
+        self.rejected += other.rejected
+
+
+def ingest(records: Sequence[ConsumerRecord], window: Window, dead_letters: DeadLetters) -> IngestStats:
+    """Steps 1-3 for `records`. The caller flushes the dead letters before committing."""
+    stats = IngestStats()
+    for record in records:
+        try:
+            game = decode(record.value or b"")
+            if game.id in window:
+                stats.duplicates += 1
+                continue
+            rows = rows_from_record(game, window.pos_len)
+        except RecordError as err:
+            log.warning("rejecting record at %s[%d]@%d (key %r): %s",
+                        record.topic, record.partition, record.offset, record.key, err.reason)
+            send_dead_letter(dead_letters, record, err.reason)
+            stats.rejected += 1
+            continue
+        except ValueError as err:  # a valid record that does not fit this window (board > pos_len)
+            reason = f"does not fit the trainer: {err}"
+            log.warning("rejecting game %s: %s", game.id, reason)
+            send_dead_letter(dead_letters, record, reason)
+            stats.rejected += 1
+            continue
+        if window.append(game.id, rows):
+            stats.appended += 1
+            stats.rows += len(rows)
+        else:
+            stats.duplicates += 1
+    return stats

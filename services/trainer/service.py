@@ -1,0 +1,264 @@
+"""The trainer service: one loop that ingests games from Kafka and trains on the window.
+
+Each turn of the loop polls `tengen.games` (without waiting while there is training to do),
+ingests what came (services.trainer.ingest: validate, dead-letter, dedupe, durable append, then
+commit), and runs SGD steps for up to `train_slice_s`. Training keeps to about
+`samples_per_row` samples per row ever appended, so it never runs far ahead of self-play.
+
+Every `snapshot_every` samples the weights join the SWA average; every `candidate_every` samples
+the average is exported to `<data_dir>/candidates/` and announced on `tengen.candidates`
+(tengen.data.candidates). A checkpoint (model, optimizer, SWA, counters, sampling seed, window
+position) is written after every snapshot, every `checkpoint_every_s` and on shutdown. What a
+kill loses is at most the training since the last checkpoint, never data: rows are durable
+before their offsets are committed, and the window dedupes the redelivered games.
+
+Files under `<data_dir>/`: `trainer/window/` (tengen.data.window), `trainer/checkpoint.pt`,
+`candidates/`, `tensorboard/trainer/` (every loss term, learning rate, window size, samples/s).
+HTTP on `http_port`: `/healthz` (200 while the loop turns) and `/metrics` (Prometheus).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import torch
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+
+from services.trainer.ingest import IngestStats, ingest
+from services.trainer.training import Learner
+from tengen.config import Config
+from tengen.data.candidates import CandidateAnnouncement, candidate_name, candidate_path
+from tengen.data.window import Window
+from tengen.infra.kafka import (
+    CANDIDATES_TOPIC,
+    GAMES_TOPIC,
+    Backoff,
+    GroupConsumer,
+    KafkaAdapterError,
+    ReliableProducer,
+    ensure_topics,
+)
+from tengen.nn.export import export_model
+from tengen.nn.loss import LOSS_TERMS
+
+log = logging.getLogger("services.trainer")
+
+GROUP_ID = "tengen-trainer"
+HEALTHY_WITHIN_S = 120.0  # the loop must have turned this recently for /healthz to say ok
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.games = Counter("tengen_trainer_games_total", "Games appended to the window", registry=r)
+        self.rows = Counter("tengen_trainer_rows_total", "Rows appended to the window", registry=r)
+        self.duplicates = Counter("tengen_trainer_duplicates_total", "Games dropped as duplicates", registry=r)
+        self.rejected = Counter("tengen_trainer_rejected_total", "Records sent to the DLQ", registry=r)
+        self.samples = Gauge("tengen_trainer_samples", "Training samples of the current net", registry=r)
+        self.window = Gauge("tengen_trainer_window_rows", "Rows in the training window", registry=r)
+        self.loss = Gauge("tengen_trainer_loss", "Total loss of the last step", registry=r)
+        self.candidates = Counter("tengen_trainer_candidates_total", "Candidates exported", registry=r)
+
+
+class TrainerService:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        device: str = "cpu",
+        http_port: int | None = None,
+        checkpoint_every_s: float = 60.0,
+        log_every_s: float = 10.0,
+        train_slice_s: float = 0.5,
+        group_id: str = GROUP_ID,
+    ) -> None:
+        self.config = config
+        self.data_dir = Path(config.run.data_dir)
+        self.window = Window(
+            self.data_dir / "trainer" / "window",
+            pos_len=max(config.game.board_sizes),
+            c=config.trainer.window_c,
+            alpha=config.trainer.window_alpha,
+            beta=config.trainer.window_beta,
+        )
+        self.learner = Learner(config.trainer, self.window, device=device)
+        self.checkpoint_path = self.data_dir / "trainer" / "checkpoint.pt"
+        if self.checkpoint_path.exists():
+            self.learner.load(self.checkpoint_path)
+            log.info("resumed from %s at %d samples", self.checkpoint_path, self.learner.counters.samples)
+        self.checkpoint_every_s = checkpoint_every_s
+        self.log_every_s = log_every_s
+        self.train_slice_s = train_slice_s
+        self.group_id = group_id
+        self.http_port = http_port
+        self.metrics = Metrics()
+        self.last_tick = time.monotonic()
+        self.totals = IngestStats()
+        self._http: ThreadingHTTPServer | None = None
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Serve until `stop` is set; then checkpoint and close everything."""
+        from torch.utils.tensorboard import SummaryWriter
+
+        bootstrap = self.config.kafka.bootstrap
+        self._start_http()
+        backoff = Backoff(1.0, 30.0)
+        while not stop.is_set():
+            try:
+                ensure_topics(bootstrap, timeout_s=30.0)
+                break
+            except KafkaAdapterError as err:
+                log.warning("%s; retrying", err)
+                stop.wait(backoff.next())
+        if stop.is_set():
+            self._stop_http()
+            return
+        writer = SummaryWriter(str(self.data_dir / "tensorboard" / "trainer"))
+        producer = ReliableProducer(bootstrap, client_id="tengen-trainer")
+        consumer = GroupConsumer(bootstrap, GAMES_TOPIC, self.group_id, client_id="tengen-trainer")
+        log.info("trainer: window %s holds %d of %d rows (%d games); net %s at %d samples",
+                 self.window.directory, len(self.window), self.window.n_total, self.window.games,
+                 self.config.trainer.arch, self.learner.counters.samples)
+        saved_samples = self.learner.counters.samples
+        last_save = last_log = time.monotonic()
+        logged_samples = saved_samples
+        try:
+            while not stop.is_set():
+                self.last_tick = time.monotonic()
+                training = self.learner.can_train()
+                records = consumer.poll(timeout_s=0.0 if training else 0.5)
+                if records:
+                    stats = ingest(records, self.window, producer)
+                    self._count(stats)
+                    # Dead letters must be on the broker before their offsets are committed.
+                    while stats.rejected and not producer.flush(timeout_s=5.0):
+                        log.warning("trainer: waiting for the broker to acknowledge dead letters")
+                        if stop.is_set():
+                            return
+                    consumer.commit(records)
+                if training:
+                    self._train_slice(writer, producer, stop)
+                now = time.monotonic()
+                samples = self.learner.counters.samples
+                if samples != saved_samples and now - last_save >= self.checkpoint_every_s:
+                    self._checkpoint()
+                    saved_samples, last_save = samples, now
+                if now - last_log >= self.log_every_s:
+                    rate = (samples - logged_samples) / (now - last_log)
+                    self._progress(writer, rate)
+                    last_log, logged_samples = now, samples
+        finally:
+            if self.learner.counters.samples != saved_samples:
+                self._checkpoint()
+            self.learner.close()
+            consumer.close()
+            producer.close(timeout_s=10.0)
+            writer.close()
+            self._stop_http()
+            log.info("trainer: stopped at %d samples, window %d rows", self.learner.counters.samples, len(self.window))
+
+    def _count(self, stats: IngestStats) -> None:
+        self.totals.add(stats)
+        self.metrics.games.inc(stats.appended)
+        self.metrics.rows.inc(stats.rows)
+        self.metrics.duplicates.inc(stats.duplicates)
+        self.metrics.rejected.inc(stats.rejected)
+        self.metrics.window.set(len(self.window))
+
+    def _train_slice(self, writer, producer: ReliableProducer, stop: threading.Event) -> None:
+        deadline = time.monotonic() + self.train_slice_s
+        learner = self.learner
+        while not stop.is_set() and learner.can_train() and time.monotonic() < deadline:
+            report = learner.step()
+            samples = learner.counters.samples
+            for name in LOSS_TERMS + ("total",):
+                writer.add_scalar(f"loss/{name}", report[name], samples)
+            writer.add_scalar("train/lr_per_sample", report["lr_per_sample"], samples)
+            self.metrics.samples.set(samples)
+            self.metrics.loss.set(report["total"])
+            if learner.snapshot_due():
+                if learner.take_snapshot():
+                    self._export_candidate(producer)
+                self._checkpoint()
+
+    def _export_candidate(self, producer: ReliableProducer) -> None:
+        samples = self.learner.counters.samples
+        name = candidate_name(samples)
+        path = candidate_path(self.data_dir, name)
+        net = self.learner.candidate()
+        export_model(net, path, samples, extra={"name": name, "swa_snapshots": self.learner.swa.snapshots})
+        announcement = CandidateAnnouncement(name=name, path=str(path), samples=samples,
+                                             arch=self.config.trainer.arch, created=time.time())
+        producer.send(CANDIDATES_TOPIC, name, announcement.to_bytes())
+        self.metrics.candidates.inc()
+        log.info("trainer: exported candidate %s (%d samples, average of %d snapshots)",
+                 name, samples, self.learner.swa.snapshots)
+
+    def _checkpoint(self) -> None:
+        self.learner.save(self.checkpoint_path)
+
+    def _progress(self, writer, samples_per_s: float) -> None:
+        window = self.window
+        samples = self.learner.counters.samples
+        writer.add_scalar("window/rows", len(window), samples)
+        writer.add_scalar("window/rows_total", window.n_total, samples)
+        writer.add_scalar("train/samples_per_s", samples_per_s, samples)
+        writer.flush()
+        state = "training" if self.learner.can_train() else (
+            f"waiting for rows ({window.n_total}/{self.config.trainer.min_rows_to_train})"
+            if window.n_total < self.config.trainer.min_rows_to_train else "waiting for new games")
+        log.info("trainer: %s | samples %d (%.0f/s) | window %d rows of %d ever, %d games | "
+                 "rejected %d, duplicates %d | candidates %d",
+                 state, samples, samples_per_s, len(window), window.n_total, window.games,
+                 self.totals.rejected, self.totals.duplicates, self.learner.counters.candidates)
+
+    # -- health and metrics --------------------------------------------------------------------
+
+    def _start_http(self) -> None:
+        if self.http_port is None:
+            return
+        service = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                if self.path == "/healthz":
+                    ok = time.monotonic() - service.last_tick < HEALTHY_WITHIN_S
+                    self._send(HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE,
+                               b"ok\n" if ok else b"stalled\n", "text/plain")
+                elif self.path == "/metrics":
+                    self._send(HTTPStatus.OK, generate_latest(service.metrics.registry), CONTENT_TYPE_LATEST)
+                else:
+                    self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
+
+            def _send(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+                log.debug("http: " + format, *args)
+
+        self._http = ThreadingHTTPServer(("0.0.0.0", self.http_port), Handler)
+        self.http_port = self._http.server_address[1]
+        threading.Thread(target=self._http.serve_forever, name="trainer-http", daemon=True).start()
+        log.info("trainer: /healthz and /metrics on port %d", self.http_port)
+
+    def _stop_http(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
+
+
+def torch_threads(count: int) -> None:
+    """Intra-op threads for CPU training (the preset's trainer.threads)."""
+    torch.set_num_threads(max(1, count))
