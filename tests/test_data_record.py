@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from tengen.data.rows import RecordError, decode, validate
-from tengen.data.synthetic import random_game, tromp_taylor_ownership
-from tengen.go.board import Board
+from tengen.data.synthetic import random_game
 from tengen.proto import game_pb2, generate
 
 
@@ -49,24 +48,6 @@ def test_random_games_validate(size: int | tuple[int, int], rules: str, handicap
     assert len(record.ownership) == x * y
 
 
-def test_tromp_taylor_ownership_agrees_with_the_board_score() -> None:
-    board = Board.from_diagram(
-        """
-        . X O . . . .
-        X X O . . . .
-        . X O . O . .
-        X X O O . . .
-        X O . . . . .
-        X O . . . . .
-        X O . . . . .
-        """,
-        komi=0.5,
-    )
-    owner = tromp_taylor_ownership(board.stones())
-    assert owner[0, 0] == 1 and owner[2, 0] == 1 and owner[0, 3] == -1 and owner[6, 6] == -1 and owner[0, 2] == -1
-    assert float(owner.sum()) - 0.5 == board.area_score()
-
-
 def _drop_policy_visit(r: game_pb2.GameRecord) -> None:
     move = next(m for m in r.moves if m.full_search)
     del move.policy_visits[-1]
@@ -95,6 +76,11 @@ def _wrong_score(r: game_pb2.GameRecord) -> None:
     r.result = "0" if r.final_score == 0 else f"{'B' if r.final_score > 0 else 'W'}+{abs(r.final_score):g}"
 
 
+def _early_end_too_early(r: game_pb2.GameRecord) -> None:
+    del r.moves[10:]
+    r.end_reason = game_pb2.PASS_ALIVE
+
+
 BREAKERS: dict[str, tuple[Callable[[game_pb2.GameRecord], None], str]] = {
     "empty id": (lambda r: setattr(r, "id", ""), "id must be"),
     "board too small": (lambda r: setattr(r, "x_size", 6), "x_size 6 is outside"),
@@ -119,6 +105,9 @@ BREAKERS: dict[str, tuple[Callable[[game_pb2.GameRecord], None], str]] = {
     "score disagrees with board": (_wrong_score, "final position scores"),
     "ownership length": (lambda r: r.ownership.append(0), "ownership has 82"),
     "ownership value": (lambda r: r.ownership.__setitem__(0, 2), "ownership values"),
+    "ownership disagrees": (lambda r: r.ownership.__setitem__(40, 1 if r.ownership[40] != 1 else -1),
+                            "ownership disagrees with the final position at 1 points"),
+    "not all pass-alive": (_early_end_too_early, "not all pass-alive"),
     "no end reason": (lambda r: setattr(r, "end_reason", game_pb2.END_REASON_UNSPECIFIED), "end_reason"),
     "setup overlap": (lambda r: r.initial_black.extend([5]) or r.initial_white.extend([5]), "initial stones"),
 }

@@ -27,7 +27,7 @@ from typing import Iterator
 
 import numpy as np
 
-from tengen.go import planes
+from tengen.go import passalive, planes
 from tengen.go.board import Board
 from tengen.go.rules import IllegalMoveError, parse_rules
 from tengen.proto import game_pb2
@@ -191,11 +191,16 @@ def _replay(
             raise RecordError(f"move {index} ({_color_name(move.color)} {move.move}) is illegal: {err.reason}") from err
     if record.end_reason == game_pb2.TWO_PASSES and not board.game_over:
         raise RecordError("end_reason is TWO_PASSES but the moves do not end with two passes")
-    if board.rules.scoring == "area" and record.end_reason != game_pb2.PASS_ALIVE:
-        # Plain Tromp-Taylor: the final position alone decides the score, so check it.
-        expected = board.area_score()
-        if not math.isclose(expected, record.final_score, abs_tol=1e-3):
-            raise RecordError(f"final_score {record.final_score} but the final position scores {expected}")
+    if record.end_reason == game_pb2.PASS_ALIVE and not passalive.all_pass_alive(board):
+        raise RecordError("end_reason is PASS_ALIVE but the final position is not all pass-alive")
+    # The targets must be what the rules make of the final position.
+    expected = passalive.final_score(board)
+    if not math.isclose(expected, record.final_score, abs_tol=1e-3):
+        raise RecordError(f"final_score {record.final_score} but the final position scores {expected}")
+    owner = passalive.ownership(board).ravel()
+    if not np.array_equal(owner, np.asarray(record.ownership)):
+        wrong = int(np.count_nonzero(owner != np.asarray(record.ownership)))
+        raise RecordError(f"ownership disagrees with the final position at {wrong} points")
 
 
 def _color_name(color: int) -> str:

@@ -3,8 +3,8 @@
 Each turn the mover plays a uniformly random legal point that does not fill its own simple eye,
 and passes when none is left; the game ends after two passes or at a move cap. A random subset of
 turns is marked as full searches with a made-up sparse policy target (that always includes the
-move played) and search values. Scores and ownership are plain Tromp-Taylor area of the final
-position (every stone alive), which is exact under `tromp-taylor` rules.
+move played) and search values. Score, result and ownership are what tengen.go.passalive makes of
+the final position under the game's rules.
 """
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import uuid
 
 import numpy as np
 
-from tengen.go.board import BLACK, EMPTY, WHITE, Board
+from tengen.go import passalive
+from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.rules import parse_rules
 from tengen.proto import game_pb2
 
@@ -67,11 +68,9 @@ def random_game(
             entry.score_mean = float(rng.normal(0.0, 5.0))
         board.play(move)
     record.end_reason = game_pb2.TWO_PASSES if board.game_over else game_pb2.MOVE_CAP
-    owner = tromp_taylor_ownership(board.stones())
-    record.ownership.extend(int(o) for o in owner.ravel())
-    record.final_score = float(owner.sum()) - komi
-    margin = abs(record.final_score)
-    record.result = "0" if margin == 0 else f"{'B' if record.final_score > 0 else 'W'}+{margin:g}"
+    record.ownership.extend(int(o) for o in passalive.ownership(board).ravel())
+    record.final_score = passalive.final_score(board)
+    record.result = passalive.result_string(record.final_score)
     return record
 
 
@@ -83,33 +82,3 @@ def _own_eye(stones: np.ndarray, move: int, color: int) -> bool:
         if 0 <= ny < height and 0 <= nx < width and stones[ny, nx] != color:
             return False
     return True
-
-
-def tromp_taylor_ownership(stones: np.ndarray) -> np.ndarray:
-    """int8 [H, W]: +1 black, -1 white, 0 neither; stones own their point, an empty region the
-    color it alone reaches."""
-    height, width = stones.shape
-    owner = np.where(stones == BLACK, 1, np.where(stones == WHITE, -1, 0)).astype(np.int8)
-    seen = np.zeros_like(stones, dtype=bool)
-    for start in zip(*np.nonzero(stones == EMPTY)):
-        if seen[start]:
-            continue
-        region, reached, stack = [], set(), [start]
-        seen[start] = True
-        while stack:
-            y, x = stack.pop()
-            region.append((y, x))
-            for ny, nx in ((y - 1, x), (y + 1, x), (y, x - 1), (y, x + 1)):
-                if not (0 <= ny < height and 0 <= nx < width):
-                    continue
-                if stones[ny, nx] == EMPTY:
-                    if not seen[ny, nx]:
-                        seen[ny, nx] = True
-                        stack.append((ny, nx))
-                else:
-                    reached.add(int(stones[ny, nx]))
-        if len(reached) == 1:
-            value = 1 if BLACK in reached else -1
-            for point in region:
-                owner[point] = value
-    return owner
