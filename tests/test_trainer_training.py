@@ -122,3 +122,16 @@ def test_prefetched_batches_are_the_same_batches(filled_window: Window) -> None:
         assert torch.equal(first, Learner(tiny_config(), filled_window, seed=7).batches.get(0)[0])
         learner.close()
     assert losses[0] == losses[1]
+
+
+def test_a_failing_prefetch_thread_fails_the_step(filled_window: Window, monkeypatch: pytest.MonkeyPatch) -> None:
+    learner = Learner(tiny_config(), filled_window, prefetch=1)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(filled_window, "sample", broken)
+    with pytest.raises(RuntimeError, match="preparing a training batch failed") as err:
+        learner.step()
+    assert isinstance(err.value.__cause__, OSError)
+    learner.close()

@@ -125,7 +125,7 @@ class BatchSource:
         self._pin = device.type == "cuda"
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._queue: queue.Queue[tuple[int, dict[str, torch.Tensor]]] = queue.Queue(maxsize=max(1, prefetch))
+        self._queue: queue.Queue[tuple[int, dict[str, torch.Tensor] | BaseException]] = queue.Queue(maxsize=max(1, prefetch))
 
     def _draw(self, step: int) -> dict[str, torch.Tensor]:
         rng = np.random.default_rng((self.seed, step))
@@ -138,6 +138,9 @@ class BatchSource:
             self._start(step)
         while True:
             got, host = self._queue.get()
+            if isinstance(host, BaseException):  # the producer thread failed: fail here, loudly
+                self._thread = None
+                raise RuntimeError("preparing a training batch failed") from host
             if got == step:
                 return _device_batch(host, self.device)
             if got > step:  # asked for an earlier step (e.g. after loading a checkpoint): start over
@@ -154,16 +157,22 @@ class BatchSource:
     def _produce(self, step: int, stop: threading.Event, out: queue.Queue) -> None:
         while not stop.is_set():
             try:
-                item = (step, self._draw(step))
-            except ValueError:  # the window is still empty
-                stop.wait(0.1)
-                continue
+                item: tuple[int, dict[str, torch.Tensor] | BaseException] = (step, self._draw(step))
+            except ValueError as err:
+                if len(self.window) == 0:  # nothing to draw yet
+                    stop.wait(0.1)
+                    continue
+                item = (step, err)
+            except Exception as err:  # handed to the training thread, which raises it
+                item = (step, err)
             while not stop.is_set():
                 try:
                     out.put(item, timeout=0.1)
                     break
                 except queue.Full:
                     continue
+            if isinstance(item[1], BaseException):
+                return
             step += 1
 
     def close(self) -> None:
