@@ -42,6 +42,8 @@ import numpy as np
 
 from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
 from tengen.infra.broker import free_port
+from tengen.nn.evaluator import check_batch
+from tengen.nn.export import OUTPUT_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,6 @@ CONFIG_TEMPLATES = {
     "pytorch": INFERENCE_DIR / "config.pytorch.pbtxt",
 }
 EXPORT_FILENAME = "model.pt"
-OUTPUT_NAMES = ("policy", "value", "score", "ownership")
 STAGING_DIR = ".staging"
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
@@ -197,7 +198,7 @@ class ModelRepository:
         `<repo>/<name>/`: a version is either complete or absent, also after a crash.
         """
         export = Path(export_path)
-        if not export.is_file():
+        if not export.exists() or export.is_dir():  # a pipe is fine: the copy streams it
             raise FileNotFoundError(f"no exported model at {export}")
         backend = self.backend(name)
         sidecar = Path(f"{export}.json")
@@ -612,7 +613,7 @@ class TritonEvaluator:
 
     def infer(self, spatial: np.ndarray, globals: np.ndarray) -> InferenceResult:  # noqa: A002
         """Outputs plus the version that computed them (the lowest one when a batch was split)."""
-        spatial, global_inputs = _check_inputs(spatial, globals)
+        spatial, global_inputs = check_batch(spatial, globals)
         n = spatial.shape[0]
         if n <= self.max_batch_size:
             return self._infer_chunk(spatial, global_inputs)
@@ -642,14 +643,3 @@ class TritonEvaluator:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def _check_inputs(spatial: np.ndarray, global_inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    spatial = np.asarray(spatial)
-    global_inputs = np.asarray(global_inputs)
-    if spatial.ndim != 4 or spatial.shape[1] != NUM_SPATIAL:
-        raise ValueError(f"spatial must be [B, {NUM_SPATIAL}, H, W], got {list(spatial.shape)}")
-    if global_inputs.ndim != 2 or global_inputs.shape[1] != NUM_GLOBAL:
-        raise ValueError(f"globals must be [B, {NUM_GLOBAL}], got {list(global_inputs.shape)}")
-    if spatial.shape[0] != global_inputs.shape[0] or spatial.shape[0] == 0:
-        raise ValueError(f"batch sizes must match and be > 0: spatial {spatial.shape[0]}, globals {global_inputs.shape[0]}")
-    return (np.ascontiguousarray(spatial, dtype=np.float32), np.ascontiguousarray(global_inputs, dtype=np.float32))

@@ -1,0 +1,302 @@
+"""Triton adapters against the real tritonserver from the nvidia-pytriton wheel (CPU)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from tengen.infra import triton as tr
+from tengen.infra.triton import (
+    LocalTriton,
+    ModelRepository,
+    TritonError,
+    TritonEvaluator,
+    UnknownModelError,
+    load_model,
+    promote,
+    ready_versions,
+    render_config,
+)
+
+
+class Tiny(nn.Module):
+    """The export signature with outputs that reveal which version computed them (value = tag)."""
+
+    def __init__(self, tag: float) -> None:
+        super().__init__()
+        self.tag = tag
+
+    def forward(self, spatial: torch.Tensor, globals: torch.Tensor):  # noqa: A002
+        b, _, h, w = spatial.shape
+        plane_sum = spatial.sum(dim=1)
+        policy = torch.cat([plane_sum.reshape(b, h * w), globals[:, :1]], dim=1)
+        value = torch.zeros(b, 3) + self.tag
+        score = globals[:, :2] * 2.0
+        return policy, value, score, torch.tanh(plane_sum)
+
+
+def _export(path: Path, tag: float) -> Path:
+    torch.jit.save(torch.jit.script(Tiny(tag)), str(path))
+    return path
+
+
+def _inputs(n: int, size: int = 9, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return (rng.random((n, 18, size, size), dtype=np.float32), rng.random((n, 10), dtype=np.float32))
+
+
+def _new_model(repo: ModelRepository, **kw) -> str:
+    name = f"tiny-{uuid.uuid4().hex[:8]}"
+    repo.create_model(name, render_config(name, **kw))
+    return name
+
+
+def test_render_config_templates() -> None:
+    cpu = render_config("net", max_batch_size=64, instances=2)
+    assert 'backend: "python"' in cpu and "max_batch_size: 64" in cpu
+    assert "latest { num_versions: 2 }" in cpu and "dynamic_batching" in cpu and "KIND_CPU count: 2" in cpu
+    assert "dims: [ 18, -1, -1 ]" in cpu and "model_warmup" in cpu
+    gpu = render_config("net", backend="pytorch")
+    assert 'backend: "pytorch"' in gpu and "KIND_GPU" in gpu and "latest { num_versions: 2 }" in gpu
+    with pytest.raises(ValueError, match="unknown backend"):
+        render_config("net", backend="onnx-typo")
+    with pytest.raises(ValueError, match="bad model name"):
+        render_config("../escape")
+    with pytest.raises(ValueError):
+        render_config("net", max_batch_size=0)
+
+
+def test_repository_versions_and_files(tmp_path: Path) -> None:
+    repo = ModelRepository(tmp_path / "repo")
+    name = _new_model(repo)
+    export = _export(tmp_path / "m.pt", 1.0)
+    Path(f"{export}.json").write_text('{"format": "x"}')
+    assert repo.versions(name) == []
+    assert repo.write_version(name, export) == 1
+    assert repo.write_version(name, export) == 2
+    assert repo.versions(name) == [1, 2] and repo.latest_version(name) == 2
+    files = sorted(p.name for p in (repo.model_dir(name) / "2").iterdir())
+    assert files == ["model.pt", "model.pt.json", "model.py"]
+    assert (repo.model_dir(name) / "2" / "model.pt").read_bytes() == export.read_bytes()
+    # A GPU (libtorch) model gets the same export and no Python glue.
+    gpu = _new_model(repo, backend="pytorch")
+    repo.write_version(gpu, export)
+    assert sorted(p.name for p in (repo.model_dir(gpu) / "1").iterdir()) == ["model.pt", "model.pt.json"]
+    with pytest.raises(FileNotFoundError):
+        repo.write_version(name, tmp_path / "missing.pt")
+    with pytest.raises(UnknownModelError, match="not in the repository"):
+        repo.write_version("never-created", export)
+    with pytest.raises(TritonError, match="different config"):
+        repo.create_model(name, render_config(name, max_batch_size=3))
+
+
+def test_failed_write_leaves_nothing_visible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = ModelRepository(tmp_path / "repo")
+    name = _new_model(repo)
+    export = _export(tmp_path / "m.pt", 1.0)
+    repo.write_version(name, export)
+    before = sorted(p.name for p in repo.model_dir(name).iterdir())
+    real_copy = tr._copy_file
+
+    def copy_then_die(src: Path, dst: Path) -> None:
+        with open(src, "rb") as fin, open(dst, "wb") as fout:
+            fout.write(fin.read()[:100])  # half a file on disk, then the writer dies
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(tr, "_copy_file", copy_then_die)
+    with pytest.raises(OSError, match="simulated"):
+        repo.write_version(name, export)
+    assert sorted(p.name for p in repo.model_dir(name).iterdir()) == before
+    assert repo.versions(name) == [1]
+    assert not list((repo.root / tr.STAGING_DIR).glob(f"{name}.v*"))
+    monkeypatch.setattr(tr, "_copy_file", real_copy)
+    assert repo.write_version(name, export) == 2
+
+
+def _open_fifo_for_writing(path: Path, timeout_s: float = 20.0) -> int:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:  # ENXIO until the writer process opens the pipe for reading
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def test_killed_writer_never_exposes_a_partial_version(tmp_path: Path) -> None:
+    """SIGKILL a writer process in the middle of copying the export: nothing becomes visible.
+
+    The export is fed through a pipe, so the test knows the writer is mid-copy when it kills it.
+    """
+    repo = ModelRepository(tmp_path / "repo")
+    name = _new_model(repo)
+    data = os.urandom(4 << 20)
+    complete = _export(tmp_path / "m.pt", 1.0)
+    assert repo.write_version(name, complete) == 1
+    before = sorted(p.name for p in repo.model_dir(name).iterdir())
+    fifo = tmp_path / "export.pt"
+    os.mkfifo(fifo)
+    script = ("import sys; from tengen.infra.triton import ModelRepository; "
+              "ModelRepository(sys.argv[1]).write_version(sys.argv[2], sys.argv[3])")
+    staging = repo.root / tr.STAGING_DIR
+    for cut in (0, 1 << 20, 3 << 20):  # whole 1 MiB chunks: the copy reads in those
+        proc = subprocess.Popen([sys.executable, "-c", script, str(repo.root), name, str(fifo)])
+        fd = _open_fifo_for_writing(fifo)
+        try:
+            os.set_blocking(fd, True)
+            os.write(fd, data[:cut])
+            deadline = time.monotonic() + 20
+            partial = []
+            while time.monotonic() < deadline and not partial:
+                partial = [p for p in staging.glob(f"{name}.v*/model.pt") if p.stat().st_size == cut]
+                time.sleep(0.01)
+            assert partial, "the writer never got to copying"
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        finally:
+            os.close(fd)
+        assert sorted(p.name for p in repo.model_dir(name).iterdir()) == before
+        assert repo.versions(name) == [1]
+    assert repo.write_version(name, complete) == 2
+    assert not list(staging.glob(f"{name}.v*")), "the next writer sweeps what killed writers left"
+
+
+def test_unknown_model_gets_a_clear_error(triton_server) -> None:
+    with pytest.raises(UnknownModelError, match="no-such-model"):
+        TritonEvaluator(triton_server.grpc_url, "no-such-model", retry_deadline_s=5)
+    with pytest.raises(ValueError, match="bad model name"):
+        TritonEvaluator(triton_server.grpc_url, "bad/name")
+
+
+def test_serve_and_hot_swap_without_failed_requests(triton_server, tmp_path: Path) -> None:
+    repo = triton_server.repository
+    url = triton_server.grpc_url
+    name = _new_model(repo, max_batch_size=32)
+    repo.write_version(name, _export(tmp_path / "v1.pt", 1.0))
+    load_model(url, name)
+    assert ready_versions(url, name) == [1]
+
+    spatial, glob = _inputs(40)  # larger than max_batch_size: split into two requests
+    with TritonEvaluator(url, name) as evaluator:
+        assert evaluator.max_batch_size == 32
+        result = evaluator.infer(spatial, glob)
+        assert result.model_version == 1
+        out = result.outputs
+        assert out["policy"].shape == (40, 82) and out["ownership"].shape == (40, 9, 9)
+        np.testing.assert_allclose(out["policy"][:, :81], spatial.sum(axis=1).reshape(40, 81), rtol=1e-5)
+        np.testing.assert_allclose(out["score"], glob[:, :2] * 2.0, rtol=1e-6)
+        assert np.all(out["value"] == 1.0)
+        other = evaluator.evaluate(*_inputs(3, size=13))  # another board size, same model
+        assert other["policy"].shape == (3, 13 * 13 + 1)
+        with pytest.raises(ValueError):
+            evaluator.evaluate(spatial[:, :5], glob)
+
+        # A client keeps asking (latest version) while version 2 is promoted.
+        seen: list[tuple[int, float]] = []
+        errors: list[BaseException] = []
+        stop = threading.Event()
+
+        def client() -> None:
+            while not stop.is_set():
+                try:
+                    r = evaluator.infer(*_inputs(4, seed=len(seen)))
+                    seen.append((r.model_version, float(r.outputs["value"][0, 0])))
+                except BaseException as exc:  # any failure is what this test is about
+                    errors.append(exc)
+                    return
+
+        thread = threading.Thread(target=client)
+        thread.start()
+        try:
+            time.sleep(0.5)
+            version = promote(repo, url, name, _export(tmp_path / "v2.pt", 2.0))
+            assert version == 2
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and (not seen or seen[-1][0] != 2):
+                time.sleep(0.05)
+            time.sleep(0.3)
+        finally:
+            stop.set()
+            thread.join(30)
+        assert not errors, f"requests failed during the swap: {errors}"
+        versions = [v for v, _ in seen]
+        assert versions[0] == 1 and versions[-1] == 2
+        switch = versions.index(2)
+        assert all(v == 2 for v in versions[switch:]), "a response went back to version 1 after the swap"
+        assert all(value == float(v) for v, value in seen)  # each version computed its own outputs
+        assert ready_versions(url, name) == [1, 2]  # the old version stays loaded
+
+        evaluator.set_version(1)  # pinning the old version still works until it is retired
+        assert evaluator.infer(spatial[:2], glob[:2]).model_version == 1
+        evaluator.set_version(9)
+        with pytest.raises(UnknownModelError, match="version 9"):
+            evaluator.evaluate(spatial[:2], glob[:2])
+
+
+def test_failed_promotion_leaves_repository_and_serving_untouched(triton_server, tmp_path: Path) -> None:
+    repo = triton_server.repository
+    url = triton_server.grpc_url
+    name = _new_model(repo)
+    repo.write_version(name, _export(tmp_path / "v1.pt", 1.0))
+    load_model(url, name)
+    broken = tmp_path / "broken.pt"
+    broken.write_bytes(b"this is not TorchScript")
+    with pytest.raises(TritonError):
+        promote(repo, url, name, broken, timeout_s=60)
+    assert repo.versions(name) == [1]
+    with TritonEvaluator(url, name) as evaluator:
+        assert evaluator.infer(*_inputs(2)).model_version == 1
+
+
+@pytest.mark.slow
+def test_evaluator_waits_for_a_restarted_server(tmp_path: Path) -> None:
+    repo = ModelRepository(tmp_path / "repo")
+    name = _new_model(repo)
+    repo.write_version(name, _export(tmp_path / "v1.pt", 1.0))
+    server = LocalTriton(repo.root, tmp_path / "work", load_models=[name]).start()
+    try:
+        evaluator = TritonEvaluator(server.grpc_url, name, retry_deadline_s=120)
+        assert evaluator.infer(*_inputs(2)).model_version == 1
+        server.kill()  # a crash: the next request finds nobody listening
+        pending = evaluator.submit(*_inputs(2))
+        time.sleep(1.0)
+        assert not pending.done()
+        server.start()
+        assert pending.result(timeout=120).model_version == 1
+        evaluator.close()
+    finally:
+        server.stop()
+
+
+def test_triton_serves_the_real_export_like_torch(triton_server, tmp_path: Path) -> None:
+    from tengen.nn.evaluator import TorchEvaluator
+    from tengen.nn.export import export_model
+    from tengen.nn.model import build_model
+
+    torch.manual_seed(3)
+    export = tmp_path / "b1c16.pt"
+    export_model(build_model("b1c16"), export, samples_seen=0)
+    repo = triton_server.repository
+    name = _new_model(repo)
+    repo.write_version(name, export)
+    load_model(triton_server.grpc_url, name)
+    local = TorchEvaluator(export)
+    with TritonEvaluator(triton_server.grpc_url, name) as remote:
+        for size in (9, 19):
+            spatial, glob = _inputs(6, size=size, seed=size)
+            spatial[:, 0] = 1.0  # on-board plane: the whole board
+            want = local.evaluate(spatial, glob)
+            got = remote.evaluate(spatial, glob)
+            for key in want:
+                np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-4, err_msg=key)
