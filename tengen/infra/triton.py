@@ -334,6 +334,9 @@ class LocalTriton:
         """Start tritonserver and return once it reports ready (models in load_models loaded)."""
         if self.is_running():
             return self
+        if int(np.__version__.split(".")[0]) >= 2:
+            # The Python backend stub runs in this environment; with numpy 2 it returns empty outputs.
+            raise TritonError(f"numpy {np.__version__} in {sys.prefix}: the Triton Python backend needs numpy < 2")
         server = prepare_server_tree(self.workdir / "tritonserver")
         cmd = [
             str(server / "bin" / "tritonserver"),
