@@ -329,6 +329,30 @@ def test_bad_buffers_and_boards() -> None:
         encode(board, np.zeros((P.NUM_SPATIAL, 9, 9), np.float32), global_, None, Board(9))
 
 
+def test_pass_alive_stones_and_territory() -> None:
+    # Black's two-eyed group (top left) and White's two-eyed group (bottom right) with a dead
+    # black stone inside its territory are pass-alive; White's wall at the top is not.
+    position = """
+    * b * b O . . . .
+    b b b b O . . . .
+    O O O O O . . . .
+    . . . . . . . . .
+    . . . . . . . . .
+    . . . . . w w w w
+    . . . . . w # x #
+    . . . . . w w w w
+    . . . . . w # w #
+    """
+    expected = gd.marks(position)
+    black_alive = expected["*"] | expected["b"]
+    white_alive = expected["w"] | expected["#"] | expected["x"]
+    plain = position.replace("b", "X").replace("w", "O").replace("*", ".").replace("#", ".")
+    for to_move, own, opp in ((BLACK, black_alive, white_alive), (WHITE, white_alive, black_alive)):
+        spatial, _ = features(gd.board(plain, to_move=to_move))
+        assert gd.points(spatial[P.PASS_ALIVE_OWN]) == own
+        assert gd.points(spatial[P.PASS_ALIVE_OPP]) == opp
+
+
 def test_rectangular_board_in_a_square_buffer() -> None:
     board = Board(9, 7)  # 9 columns, 7 rows
     board.play(gd.move(8, 6, 9))  # bottom-right corner

@@ -30,7 +30,9 @@ Spatial planes (1.0 where the condition holds, else 0.0):
   KataGo does with truncated history.
 - LADDER_WORKING_MOVE: empty points where the player to move, by playing there (a legal move),
   puts an opponent chain with two liberties into inescapable atari.
-- PASS_ALIVE_OWN / PASS_ALIVE_OPP: not filled yet (zero); they wait for tengen.go.passalive.
+- PASS_ALIVE_OWN / PASS_ALIVE_OPP: pass-alive stones of that player and empty or opponent-held
+  points of pass-alive territory (regions bordered only by pass-alive stones of that player),
+  from tengen.go.passalive (Benson's algorithm).
 
 Global features:
 - PREV_PASS_1..5: the (i+1)-th previous move was a pass (same alternation rule as PREV_MOVE).
@@ -56,9 +58,10 @@ from libc.string cimport memcpy, memset
 from tengen.go import planes as _planes
 from tengen.go.board cimport (
     Board, C_BLACK, C_EMPTY, C_WHITE, ILLEGAL_KO, ILLEGAL_SUPERKO, KO_POSITIONAL, KO_SIMPLE,
-    PASS_LOC,
+    MAX_ARR, PASS_LOC,
 )
 from tengen.go.ladder cimport Ladder, ladder_chain, ladder_load
+from tengen.go.passalive cimport pass_alive_area
 
 # The layout of tengen.go.planes as C constants (checked against it at import below).
 cdef enum:
@@ -149,14 +152,20 @@ cdef void encode_c(Board board, Board prev1, Board prev2, float* spatial, int bu
     cdef int opp = 3 - pla
     cdef int x, y, loc, pos, c, libs, i, reason
     cdef Ladder lad
+    cdef signed char alive[MAX_ARR]
     memset(spatial, 0, NUM_SPATIAL * plane * sizeof(float))
     memset(global_, 0, NUM_GLOBAL * sizeof(float))
+    pass_alive_area(board, alive)
 
     for y in range(board.y_size):
         for x in range(board.x_size):
             loc = (y + 1) * board.stride + x + 1
             pos = y * buf_w + x
             spatial[ON_BOARD * plane + pos] = 1.0
+            if alive[loc] == pla:
+                spatial[PASS_ALIVE_OWN * plane + pos] = 1.0
+            elif alive[loc] == opp:
+                spatial[PASS_ALIVE_OPP * plane + pos] = 1.0
             c = board.color[loc]
             if c == C_EMPTY:
                 # Under simple ko only the ko point can be ko-illegal; superko needs a probe.
