@@ -15,6 +15,8 @@ COMMAND_MODULES = [
     "tengen.commands.bench",
     "tengen.commands.sgf",
     "tengen.commands.ratings",
+    "tengen.commands.models",
+    "tengen.commands.triton",
 ]
 
 

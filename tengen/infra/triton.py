@@ -36,7 +36,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Callable, Iterator
 
 import numpy as np
 
@@ -56,6 +56,7 @@ CONFIG_TEMPLATES = {
 }
 EXPORT_FILENAME = "model.pt"
 STAGING_DIR = ".staging"
+MODELS_SUBDIR = "models"  # a data dir's model repository: `<data-dir>/models`
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
@@ -71,6 +72,12 @@ def _check_name(name: str) -> str:
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ValueError(f"bad model name {name!r}: use letters, digits, '_', '.', '-' (not starting with '.' or '-')")
     return name
+
+
+def data_dir_repository(data_dir: str | os.PathLike[str]) -> Path:
+    """The model repository of a run's data dir (shared by `tengen run`, `tengen triton` and
+    `tengen models`)."""
+    return Path(data_dir) / MODELS_SUBDIR
 
 
 def render_config(
@@ -442,15 +449,26 @@ def _is_unknown_model(exc: Exception) -> bool:
         or "is not at ready state" in text
 
 
-def ready_versions(url: str, model: str) -> list[int]:
-    """Versions of `model` that Triton reports READY."""
+def model_states(url: str, timeout_s: float | None = None) -> dict[str, dict[int, str]]:
+    """Triton's repository index: the state of each version it knows of (READY, LOADING,
+    UNAVAILABLE, ...) per model name. Raises the client's exception when Triton does not answer
+    within timeout_s (None: no limit)."""
     client = _grpc_client(url)
     try:
-        index = client.get_model_repository_index(as_json=True)
+        index = client.get_model_repository_index(as_json=True, client_timeout=timeout_s)
     finally:
         client.close()
-    return sorted(int(m["version"]) for m in index.get("models", [])
-                  if m.get("name") == model and m.get("state") == "READY" and m.get("version"))
+    states: dict[str, dict[int, str]] = {}
+    for entry in index.get("models", []):
+        versions = states.setdefault(entry.get("name", ""), {})
+        if entry.get("version"):  # models never loaded are listed without a version
+            versions[int(entry["version"])] = entry.get("state", "")
+    return states
+
+
+def ready_versions(url: str, model: str) -> list[int]:
+    """Versions of `model` that Triton reports READY."""
+    return sorted(v for v, state in model_states(url).get(model, {}).items() if state == "READY")
 
 
 def wait_version_ready(url: str, model: str, version: int, timeout_s: float = 300.0) -> None:
@@ -485,15 +503,23 @@ def load_model(url: str, model: str, timeout_s: float = 300.0) -> None:
 
 
 def promote(repository: ModelRepository, url: str, model: str, export_path: str | os.PathLike[str],
-            timeout_s: float = 300.0) -> int:
+            timeout_s: float = 300.0, check: Callable[[int], None] | None = None) -> int:
     """The hot swap's server side: write the export as the next version, load it beside the serving
-    one, wait until it is ready, return its number. A version that fails to load is removed again,
-    leaving the repository as it was. Announce the version on `tengen.models` afterwards
-    (tengen.infra.kafka.announce_model)."""
+    one, wait until it is ready, return its number. `check(version)`, when given, runs once the
+    version is ready and raises if it does not serve what it should. A version that fails to load
+    or the check is removed again, leaving the repository as it was. Announce the version on
+    `tengen.models` afterwards (tengen.infra.kafka.announce_model)."""
     version = repository.write_version(model, export_path)
     try:
         load_model(url, model, timeout_s)
+        if version not in model_states(url, timeout_s).get(model, {}):
+            # The load finished without the new version: this server reads another repository
+            # (waiting for readiness would only run into the timeout).
+            raise TritonError(f"Triton at {url} does not see {model} version {version} after loading it; "
+                              f"does it serve the repository {repository.root}?")
         wait_version_ready(url, model, version, timeout_s)
+        if check is not None:
+            check(version)
     except BaseException:
         log.error("promotion of %s v%d failed; removing the version from the repository", model, version)
         repository.remove_version(model, version)

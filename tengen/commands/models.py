@@ -1,0 +1,328 @@
+"""`tengen models init|list|promote`: make a fresh export, see what the model repository and
+Triton hold, and hot-swap an export into Triton by hand.
+
+`promote` goes through the same path as gating (tengen.infra.triton.promote): the export is
+written atomically as the next version of the model, Triton loads it beside the version that
+serves now, the command waits until it reports ready, then announces it on `tengen.models` so
+selfplay workers switch to it. Nothing is written when PATH is not a valid export or when Triton
+or the broker cannot be reached.
+
+Defaults come from the environment: TENGEN_DATA_DIR (the model repository is `<data-dir>/models`),
+TENGEN_TRITON_URL (Triton's gRPC address), TENGEN_KAFKA_BOOTSTRAP (announcements; unset: none),
+TENGEN_RUN__MODEL_NAME (the served model's name).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from tengen.config import RunConfig, TritonConfig
+
+if TYPE_CHECKING:  # numpy is imported inside the commands, keeping `tengen --help` fast
+    import numpy as np
+
+# A person is waiting: a Triton that does not answer within this is reported as not reachable.
+REACHABLE_TIMEOUT_S = 3.0
+
+
+class CommandError(Exception):
+    """A problem to report in one line (exit code 1), not as a traceback."""
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("TENGEN_DATA_DIR") or RunConfig().data_dir)
+
+
+def default_model_name() -> str:
+    return os.environ.get("TENGEN_RUN__MODEL_NAME") or RunConfig().model_name
+
+
+def default_triton_url() -> str:
+    return os.environ.get("TENGEN_TRITON_URL") or TritonConfig().url
+
+
+def add_repository_arguments(parser: argparse.ArgumentParser) -> None:
+    """--data-dir and --model-repository (shared with `tengen triton`)."""
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="run data dir ($TENGEN_DATA_DIR, default ./tengen-data)")
+    parser.add_argument("--model-repository", type=Path, default=None,
+                        help="Triton model repository (default <data-dir>/models)")
+
+
+def repository_path(args: argparse.Namespace) -> Path:
+    from tengen.infra.triton import data_dir_repository
+
+    if args.model_repository is not None:
+        return args.model_repository
+    return data_dir_repository(args.data_dir if args.data_dir is not None else default_data_dir())
+
+
+# -- init -----------------------------------------------------------------------------------------
+def _init(args: argparse.Namespace) -> int:
+    import torch
+
+    from tengen.nn.export import export_model, sidecar_path
+    from tengen.nn.model import ARCHITECTURES, build_model
+
+    if args.arch not in ARCHITECTURES:
+        raise CommandError(f"unknown architecture {args.arch!r}; known: {', '.join(ARCHITECTURES)}")
+    out: Path = args.out
+    if out.is_dir():
+        raise CommandError(f"{out} is a directory; give the export's file name, e.g. {out / 'model.pt'}")
+    if (out.exists() or sidecar_path(out).exists()) and not args.force:
+        raise CommandError(f"{out} already exists; pass --force to overwrite it")
+    torch.manual_seed(args.seed)
+    metadata = export_model(build_model(args.arch), out, samples_seen=0, extra={"init_seed": args.seed})
+    print(f"wrote a randomly initialised {args.arch} export ({metadata['parameters']:,} parameters, "
+          f"seed {args.seed}) to {out} (+ {sidecar_path(out).name})")
+    return 0
+
+
+# -- list -----------------------------------------------------------------------------------------
+def _read_sidecar(version_dir: Path) -> dict[str, Any]:
+    from tengen.infra.triton import EXPORT_FILENAME
+
+    try:
+        meta = json.loads((version_dir / f"{EXPORT_FILENAME}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _triton_states(url: str) -> tuple[dict[str, dict[int, str]] | None, str | None]:
+    """(Triton's version states per model, None) or (None, why it could not be asked)."""
+    from tengen.infra.triton import model_states
+
+    try:
+        return model_states(url, timeout_s=REACHABLE_TIMEOUT_S), None
+    except Exception as exc:  # tritonclient raises its own exception type for every failure
+        return None, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def collect_listing(repository: Path, url: str) -> dict[str, Any]:
+    """Models and versions on disk (with each version's sidecar) and Triton's view of them."""
+    from tengen.infra.triton import ModelRepository
+
+    states, error = _triton_states(url)
+    listing: dict[str, Any] = {
+        "repository": str(repository.resolve()),
+        "triton": {"url": url, "reachable": states is not None, "error": error},
+        "models": [],
+    }
+    if not repository.is_dir():
+        return listing
+    repo = ModelRepository(repository)
+    for name in repo.models():
+        triton_versions = states.get(name, {}) if states is not None else {}
+        versions = []
+        for version in repo.versions(name):
+            meta = _read_sidecar(repo.model_dir(name) / str(version))
+            arch = meta.get("architecture", {})
+            versions.append({
+                "version": version,
+                "arch": arch.get("name") if isinstance(arch, dict) else None,
+                "samples_seen": meta.get("samples_seen"),
+                "created": meta.get("created"),
+                "state": triton_versions.get(version, "not loaded") if states is not None else None,
+                "ready": triton_versions.get(version) == "READY" if states is not None else None,
+            })
+        listing["models"].append({"name": name, "backend": repo.backend(name), "versions": versions})
+    return listing
+
+
+def format_listing(listing: dict[str, Any]) -> str:
+    lines = [f"model repository {listing['repository']}"]
+    if not listing["models"]:
+        lines.append("  no models" + ("" if Path(listing["repository"]).is_dir() else " (directory does not exist)"))
+    for model in listing["models"]:
+        ready = [v["version"] for v in model["versions"] if v["ready"]]
+        lines.append(f"{model['name']} ({model['backend']} backend): {len(model['versions'])} version(s)"
+                     + (f", ready in Triton: {', '.join(map(str, ready))}" if ready else ""))
+        lines.append(f"  {'version':>7}  {'arch':<8}  {'samples seen':>12}  {'created':<25}  triton")
+        for v in model["versions"]:
+            samples = f"{v['samples_seen']:,}" if isinstance(v["samples_seen"], int) else "-"
+            lines.append(f"  {v['version']:>7}  {v['arch'] or '-':<8}  {samples:>12}  {v['created'] or '-':<25}  "
+                         f"{v['state'] or '-'}")
+    triton = listing["triton"]
+    if triton["reachable"]:
+        lines.append(f"Triton at {triton['url']}: reachable")
+    else:
+        lines.append(f"Triton at {triton['url']}: not reachable ({triton['error']}); readiness unknown")
+    return "\n".join(lines)
+
+
+def _list(args: argparse.Namespace) -> int:
+    listing = collect_listing(repository_path(args), args.triton or default_triton_url())
+    print(json.dumps(listing, indent=2) if args.json else format_listing(listing))
+    return 0
+
+
+# -- promote --------------------------------------------------------------------------------------
+def canary_inputs() -> tuple[np.ndarray, np.ndarray]:
+    """Two fixed 9x9 positions that a promoted version must answer like its export does."""
+    import numpy as np
+
+    from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, ON_BOARD
+
+    rng = np.random.default_rng(20240)
+    spatial = (rng.random((2, NUM_SPATIAL, 9, 9)) < 0.3).astype(np.float32)
+    spatial[:, ON_BOARD] = 1.0
+    return spatial, rng.random((2, NUM_GLOBAL)).astype(np.float32)
+
+
+def validate_export(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(sidecar, outputs on canary_inputs()) of the export at `path`, after checking it is an
+    export this code can serve: sidecar present and readable, input plane counts equal to
+    tengen.go.planes, the TorchScript file loads and answers with the four outputs in the right
+    shapes."""
+    from tengen.nn.evaluator import TorchEvaluator
+    from tengen.nn.export import load_export
+
+    if not path.is_file():
+        raise CommandError(f"no export at {path}")
+    try:
+        module, metadata = load_export(path)
+    except (FileNotFoundError, ValueError) as exc:
+        raise CommandError(f"{path} is not a tengen export: {exc}") from None
+    except RuntimeError as exc:  # torch.jit.load on a file that is not TorchScript
+        raise CommandError(f"{path} is not a TorchScript file: {str(exc).strip().splitlines()[0]}") from None
+    spatial, glob = canary_inputs()
+    try:
+        outputs = TorchEvaluator(module).evaluate(spatial, glob)
+    except Exception as exc:  # anything the scripted forward raises
+        raise CommandError(f"{path}: the exported module fails on a 9x9 position: {exc}") from None
+    n, size = spatial.shape[0], spatial.shape[-1]
+    want = {"policy": (n, size * size + 1), "value": (n, 3), "score": (n, 2), "ownership": (n, size, size)}
+    shapes = {name: tuple(out.shape) for name, out in outputs.items()}
+    if shapes != want:
+        raise CommandError(f"{path}: outputs have shapes {shapes}, expected {want}")
+    return metadata, outputs
+
+
+def _check_served(url: str, model: str, expected: dict[str, np.ndarray]) -> Callable[[int], None]:
+    """promote()'s check: the new version answers the canary positions like the export. A Triton
+    that reads another repository than the one written to serves some other net under that number."""
+    import numpy as np
+
+    from tengen.infra.triton import TritonError, TritonEvaluator
+
+    def check(version: int) -> None:
+        with TritonEvaluator(url, model, version, retry_deadline_s=30.0) as evaluator:
+            got = evaluator.evaluate(*canary_inputs())
+        for name, want in expected.items():
+            if not np.allclose(got[name], want, rtol=1e-3, atol=1e-3):
+                raise TritonError(f"Triton's {model} version {version} does not compute what the export does "
+                                  f"(output {name} differs); does it serve the repository written to?")
+
+    return check
+
+
+def _promote(args: argparse.Namespace) -> int:
+    from tengen.infra.triton import ModelRepository, TritonError, promote, render_config
+
+    export: Path = args.path
+    metadata, expected = validate_export(export)
+    url = args.triton or default_triton_url()
+    bootstrap = args.kafka or os.environ.get("TENGEN_KAFKA_BOOTSTRAP") or None
+    # Check both servers before writing, so an unreachable one leaves the repository untouched.
+    states, error = _triton_states(url)
+    if states is None:
+        raise CommandError(f"Triton at {url} is not reachable ({error}); nothing written")
+    if bootstrap is not None:
+        from tengen.infra.kafka import broker_reachable
+
+        if not broker_reachable(bootstrap, timeout_s=REACHABLE_TIMEOUT_S):
+            raise CommandError(f"Kafka broker {bootstrap} is not reachable; nothing written "
+                               "(leave out --kafka and unset TENGEN_KAFKA_BOOTSTRAP to promote without announcing)")
+    repo = ModelRepository(repository_path(args))
+    if not repo.has_model(args.model):
+        repo.create_model(args.model, render_config(args.model, args.backend))
+        print(f"created model {args.model} ({args.backend} backend) in {repo.root}")
+    arch = metadata.get("architecture", {}).get("name", "?")
+    print(f"promoting {export} ({arch}, {metadata.get('samples_seen', 0):,} samples seen) as the next version "
+          f"of {args.model} in {repo.root} ...", flush=True)
+    try:
+        version = promote(repo, url, args.model, export, timeout_s=args.timeout,
+                          check=_check_served(url, args.model, expected))
+    except TritonError as exc:
+        raise CommandError(f"promotion failed, repository left as it was: {exc}") from None
+    print(f"{args.model} version {version} is ready in Triton at {url}"
+          + (" (the previous version stays loaded)" if version > 1 else ""))
+    if bootstrap is None:
+        print("not announced: no Kafka broker given (--kafka or TENGEN_KAFKA_BOOTSTRAP); "
+              "workers requesting the latest version get it anyway")
+        return 0
+    from tengen.infra.kafka import KafkaAdapterError, ReliableProducer, announce_model
+
+    producer = ReliableProducer(bootstrap, client_id="tengen-models-promote")
+    try:
+        announce_model(producer, args.model, version, timeout_s=args.timeout)
+    except KafkaAdapterError as exc:
+        raise CommandError(f"version {version} serves, but announcing it on {bootstrap} failed: {exc}; "
+                           "selfplay workers keep the version they pinned until it is announced") from None
+    finally:
+        producer.close(timeout_s=5.0)
+    print(f"announced {args.model} version {version} on tengen.models at {bootstrap}")
+    return 0
+
+
+# -- argparse -------------------------------------------------------------------------------------
+def _run(args: argparse.Namespace) -> int:
+    try:
+        return args.action(args)
+    except CommandError as exc:
+        print(f"tengen models {args.models_command}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "models", help="model exports and the Triton model repository: init, list, promote (hot swap)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+
+    init = actions.add_parser("init", help="write a randomly initialised export",
+                              description="Write a randomly initialised net as an export (TorchScript file + "
+                              "JSON sidecar): version 1 of a new run, or a net for tests.")
+    init.add_argument("--arch", required=True, help="net size, e.g. b6c96 (tiny ones for tests: b1c16, b2c32)")
+    init.add_argument("--out", required=True, type=Path, help="export file to write, e.g. model.pt")
+    init.add_argument("--seed", type=int, default=0, help="torch seed of the initialisation (default 0)")
+    init.add_argument("--force", action="store_true", help="overwrite an existing export")
+    init.set_defaults(func=_run, action=_init)
+
+    lst = actions.add_parser("list", help="versions in the repository and which Triton reports ready",
+                             description="Every model and version in the model repository with its sidecar "
+                             "(architecture, samples seen, created) and its state in Triton.")
+    add_repository_arguments(lst)
+    lst.add_argument("--triton", default=None, help="Triton gRPC address ($TENGEN_TRITON_URL, default 127.0.0.1:8001)")
+    lst.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    lst.set_defaults(func=_run, action=_list)
+
+    pro = actions.add_parser("promote", help="hot-swap an export into Triton and announce it",
+                             description="Write PATH atomically as the next version of the model, load it in "
+                             "Triton beside the serving version, wait until it is ready, and announce it on "
+                             "tengen.models when a broker is given.")
+    pro.add_argument("path", type=Path, help="the export (TorchScript file with its .json sidecar)")
+    pro.add_argument("--model", default=default_model_name(),
+                     help="model name in Triton ($TENGEN_RUN__MODEL_NAME, default tengen)")
+    add_repository_arguments(pro)
+    pro.add_argument("--triton", default=None, help="Triton gRPC address ($TENGEN_TRITON_URL, default 127.0.0.1:8001)")
+    pro.add_argument("--kafka", default=None, help="Kafka bootstrap servers for the announcement "
+                     "($TENGEN_KAFKA_BOOTSTRAP; unset: no announcement)")
+    pro.add_argument("--backend", choices=("python", "pytorch"), default="python",
+                     help="backend of the model's config when the model is new (default python: CPU)")
+    pro.add_argument("--timeout", type=_positive, default=300.0,
+                     help="seconds to wait for the load and the announcement (default 300)")
+    pro.set_defaults(func=_run, action=_promote)
