@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
+
+from tengen.logs import configure_logging
 
 COMMAND_MODULES = [
     "tengen.commands.bench",
@@ -35,10 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.verbose)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -14,6 +14,7 @@ import sys
 import threading
 from types import FrameType
 
+from tengen.logs import configure_logging
 from tengen.ratings.config import (
     DEFAULT_GRPC_PORT,
     DEFAULT_HTTP_PORT,
@@ -62,10 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.verbose)
     from sqlalchemy.exc import OperationalError
 
     from services.ratings.api import RatingsApi

@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 from types import FrameType
+from tengen.logs import configure_logging
 
 log = logging.getLogger("services.trainer")
 
@@ -39,12 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    if not args.verbose:
-        logging.getLogger("kafka").setLevel(logging.WARNING)  # kafka-python logs every connection
+    configure_logging(args.verbose)
     from services.trainer.service import TrainerService, torch_threads
     from tengen.config import ConfigError, load_config
 

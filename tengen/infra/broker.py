@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import struct
 import subprocess
 import time
 from pathlib import Path
 from typing import IO
+
+from tengen.infra.process import kill_process, stop_process
 
 log = logging.getLogger(__name__)
 
@@ -145,14 +146,7 @@ class LocalBroker:
         proc = self._proc
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                log.warning("broker pid %d ignored SIGTERM for %.0f s; killing it", proc.pid, grace_s)
-                proc.kill()
-                proc.wait()
+        stop_process(proc, f"broker on {self.bootstrap}", grace_s)
         log.info("broker on %s stopped (exit code %s)", self.bootstrap, proc.returncode)
         self._proc = None
         self._close_log()
@@ -160,9 +154,8 @@ class LocalBroker:
     def kill(self) -> None:
         """SIGKILL at once, as in a crash (for tests of the clients' recovery)."""
         proc = self._proc
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if proc is not None:
+            kill_process(proc)
         self._proc = None
         self._close_log()
 

@@ -25,7 +25,6 @@ import logging
 import os
 import re
 import shutil
-import signal
 import string
 import subprocess
 import sys
@@ -42,6 +41,7 @@ import numpy as np
 
 from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
 from tengen.infra.broker import free_port
+from tengen.infra.process import kill_process, stop_process
 from tengen.nn.evaluator import check_batch
 from tengen.nn.export import OUTPUT_NAMES
 
@@ -384,14 +384,8 @@ class LocalTriton:
         proc = self._proc
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                log.warning("tritonserver pid %d ignored SIGTERM for %.0f s; killing it", proc.pid, grace_s)
-                os.killpg(proc.pid, signal.SIGKILL)  # its Python stubs are in the same session
-                proc.wait()
+        # group: its Python backend stubs are in the same session
+        stop_process(proc, "tritonserver", grace_s, group=True)
         log.info("Triton stopped (exit code %s)", proc.returncode)
         self._proc = None
         self._close_log()
@@ -399,9 +393,8 @@ class LocalTriton:
     def kill(self) -> None:
         """SIGKILL the server and its backend stubs at once (to test clients against a crash)."""
         proc = self._proc
-        if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        if proc is not None:
+            kill_process(proc, group=True)
         self._proc = None
         self._close_log()
 
