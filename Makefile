@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install build test test-fast run bench clean
+.PHONY: install build test test-fast run bench clean gnugo
 
 install: $(STAMP)
 
@@ -31,6 +31,13 @@ run: build
 
 bench: build
 	$(BIN)/tengen bench go
+
+# GNU Go, the outside anchor of `tengen eval gnugo`: Debian's package (it installs to /usr/games).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+gnugo:
+	@command -v gnugo >/dev/null || test -x /usr/games/gnugo || \
+		(echo "gnugo not found: installing Debian's gnugo package with apt-get" && \
+		 $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq gnugo)
 
 clean:
 	rm -rf build $(VENV) tengen/**/*.so tengen/**/*.c

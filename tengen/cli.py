@@ -18,6 +18,9 @@ COMMAND_MODULES = [
     "tengen.commands.ratings",
     "tengen.commands.models",
     "tengen.commands.triton",
+    "tengen.commands.gtp",
+    "tengen.commands.match",
+    "tengen.commands.eval",
 ]
 
 

@@ -1,0 +1,122 @@
+"""`tengen eval gnugo`: measure a model against GNU Go, a fixed outside anchor.
+
+    tengen eval gnugo --model tengen-data/models/tengen/3/model.pt --level 1 --games 20 --size 9
+
+Plays `tengen gtp` with the model against `gnugo --mode gtp --level L --chinese-rules
+--capture-all-dead` (GNU Go's settings for area-scoring referees such as CGOS) through
+the match runner (alternating colours, tengen's rules engine as referee, SGFs, a Wilson interval)
+and reports every game to ratings with GNU Go declared as the anchor player `gnugo-l<L>`, so every
+model's Elo sits on a scale tied to an engine nobody here wrote. The model is declared as a
+`model` player with the training samples from its export's sidecar.
+
+GNU Go is Debian's `gnugo` package: `make gnugo` installs it with apt-get when it is missing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from tengen.commands.gtp import add_engine_arguments
+from tengen.commands.match import add_game_arguments, play_match
+
+GNUGO_LEVELS = range(0, 11)
+DEBIAN_GNUGO = "/usr/games/gnugo"  # Debian's package installs here, often off PATH
+INSTALL_HINT = (
+    "GNU Go is not installed. Install it with `make gnugo` (runs apt-get install gnugo when it is "
+    "missing), or on Debian/Ubuntu `sudo apt-get install gnugo`, or pass --gnugo PATH."
+)
+
+
+def anchor_name(level: int) -> str:
+    return f"gnugo-l{level}"
+
+
+def model_name(args: argparse.Namespace) -> str:
+    """Ratings name of the model: --name, else `<model>-v<N>` for a Triton model or a file in a
+    model repository's `<model>/<N>/` directory, else the export file's stem."""
+    if args.name:
+        return args.name
+    if args.triton:
+        return f"{args.model}-v{args.model_version}" if args.model_version else args.model
+    path = Path(args.model)
+    if path.parent.name.isdigit() and path.parent.parent.name:
+        return f"{path.parent.parent.name}-v{path.parent.name}"
+    return path.stem
+
+
+def training_samples(args: argparse.Namespace) -> int | None:
+    """samples_seen from the export's sidecar (None through Triton or without a sidecar)."""
+    if args.triton:
+        return None
+    from tengen.nn.export import sidecar_path
+
+    try:
+        value = json.loads(sidecar_path(args.model).read_text()).get("samples_seen")
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+def find_gnugo(explicit: str | None = None) -> str | None:
+    """The gnugo binary: `explicit`, else gnugo on PATH, else Debian's /usr/games/gnugo."""
+    if explicit:
+        return explicit if Path(explicit).is_file() else None
+    found = shutil.which("gnugo")
+    if found:
+        return found
+    return DEBIAN_GNUGO if Path(DEBIAN_GNUGO).is_file() else None
+
+
+def engine_command(args: argparse.Namespace) -> str:
+    """The `tengen gtp` command line for the model, run by this Python."""
+    argv = [sys.executable, "-m", "tengen.cli", "gtp", "--model", str(args.model),
+            "--visits", str(args.visits), "--threads", str(args.threads), "--name", model_name(args)]
+    if args.triton:
+        argv += ["--triton", args.triton]
+    if args.model_version:
+        argv += ["--model-version", str(args.model_version)]
+    return shlex.join(argv)
+
+
+def _gnugo(args: argparse.Namespace) -> int:
+    from tengen.gtp.match import EngineSpec
+
+    gnugo = find_gnugo(args.gnugo)
+    if gnugo is None:
+        print(f"error: {INSTALL_HINT}", file=sys.stderr)
+        return 2
+    if not args.triton and not Path(args.model).is_file():
+        print(f"error: no exported model at {args.model}", file=sys.stderr)
+        return 2
+    ours = EngineSpec(model_name(args), engine_command(args), "model", training_samples(args))
+    anchor = EngineSpec(
+        anchor_name(args.level),
+        shlex.join([gnugo, "--mode", "gtp", "--level", str(args.level), "--chinese-rules",
+                    "--capture-all-dead"]),
+        "anchor",
+    )
+    return play_match(args, ours, anchor, source="eval-gnugo")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "eval", help="measure a model against an outside engine (GNU Go)", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    opponents = parser.add_subparsers(dest="opponent", metavar="OPPONENT", required=True)
+    gnugo = opponents.add_parser(
+        "gnugo", help="play GNU Go at a fixed level, rated as the anchor gnugo-l<LEVEL>",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_engine_arguments(gnugo)
+    gnugo.add_argument("--name", default=None,
+                       help="ratings name of the model (default <model>-v<N> or the export's file name)")
+    gnugo.add_argument("--level", type=int, default=1, choices=GNUGO_LEVELS, metavar="0..10",
+                       help="GNU Go level (default 1)")
+    gnugo.add_argument("--gnugo", default=None, help="path of the gnugo binary (default: gnugo on PATH)")
+    add_game_arguments(gnugo, default_games=10)
+    gnugo.set_defaults(func=_gnugo)

@@ -1,0 +1,122 @@
+"""`tengen gtp`: play and analyse over GTP (Sabaki, GoGui, Lizzie, KaTrain's GTP engines).
+
+The net is either an export file run in this process (`--model PATH`) or a model served by
+Triton (`--triton URL --model NAME`). `--visits 1` plays the raw policy (one evaluation per
+move); more visits search with MCTS when tengen.search is installed, otherwise they evaluate the
+children of the top policy moves (see tengen.gtp.analysis). The protocol runs on stdin/stdout;
+logs go to stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import logging
+import sys
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def _rules(text: str) -> Any:
+    from tengen.go.sgf import rules_from_ru
+
+    try:
+        return rules_from_ru(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags that build an engine (shared with `tengen eval`)."""
+    parser.add_argument("--model", required=True,
+                        help="export file (TorchScript + .json sidecar), or the model name with --triton")
+    parser.add_argument("--triton", metavar="URL", default=None,
+                        help="evaluate through Triton at this gRPC address instead of in-process")
+    parser.add_argument("--model-version", type=_positive, default=None,
+                        help="Triton model version (default: the latest ready one)")
+    parser.add_argument("--visits", type=_positive, default=1,
+                        help="net evaluations or playouts per move (default 1: the raw policy)")
+    parser.add_argument("--threads", type=_positive, default=1, help="CPU threads for the net (default 1)")
+
+
+def build_analyzer(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The analyzer for the arguments and the model's metadata (empty through Triton)."""
+    from tengen.gtp.analysis import PolicyAnalyzer
+
+    if args.triton:
+        from tengen.infra.triton import TritonEvaluator
+
+        evaluator: Any = TritonEvaluator(args.triton, args.model, args.model_version)
+        metadata: dict[str, Any] = {"model": args.model, "version": args.model_version}
+    else:
+        from tengen.nn.evaluator import TorchEvaluator
+
+        evaluator = TorchEvaluator(args.model, num_threads=args.threads)
+        metadata = evaluator.metadata
+    return PolicyAnalyzer(evaluator), metadata
+
+
+def describe_model(args: argparse.Namespace, metadata: dict[str, Any]) -> str:
+    if args.triton:
+        version = args.model_version or "latest"
+        return f"{args.model} v{version} via Triton {args.triton}"
+    arch = metadata.get("architecture", {}).get("name", "?")
+    return f"{arch}, {metadata.get('samples_seen', 0):,} samples"
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tengen.gtp.engine import GtpEngine
+
+    try:
+        analyzer, metadata = build_analyzer(args)
+    except (OSError, ValueError) as error:
+        print(f"error: cannot load the model: {error}", file=sys.stderr)
+        return 2
+    version = f"{importlib.metadata.version('tengen')} ({describe_model(args, metadata)}, visits {args.visits})"
+    try:
+        engine = GtpEngine(
+            analyzer,
+            visits=args.visits,
+            analysis_visits=max(args.analysis_visits, args.visits),
+            size=args.size,
+            komi=args.komi,
+            rules=args.rules,
+            name=args.name,
+            version=version,
+            resign_threshold=args.resign_threshold,
+            out=sys.stdout,
+        )
+    except ValueError as error:  # e.g. a komi the rules engine refuses
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    log.info("tengen gtp ready: %s", version)
+    return engine.run(sys.stdin)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from tengen.go.rules import KATAGO
+
+    parser = subparsers.add_parser(
+        "gtp", help="GTP engine for Go GUIs and matches", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_engine_arguments(parser)
+    parser.add_argument("--analysis-visits", type=_positive, default=11,
+                        help="budget of lz-analyze / kata-analyze (default 11)")
+    parser.add_argument("--rules", type=_rules, default=KATAGO,
+                        help="starting rules: tromp-taylor, chinese, katago, an explicit "
+                        "ko=...,suicide=... string or a common name (default katago)")
+    parser.add_argument("--size", type=int, default=19, choices=range(7, 20), metavar="7..19",
+                        help="starting board size (default 19)")
+    parser.add_argument("--komi", type=float, default=7.5, help="starting komi (default 7.5)")
+    parser.add_argument("--name", default="tengen", help="name the engine reports (default tengen)")
+    parser.add_argument("--resign-threshold", type=float, default=0.0,
+                        help="resign after 3 moves in a row below this winrate (default 0: never)")
+    parser.set_defaults(func=_run)

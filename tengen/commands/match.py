@@ -1,0 +1,157 @@
+"""`tengen match`: play two GTP engines against each other, record and rate the games.
+
+    tengen match --black "tengen gtp --model m.pt" --white "gnugo --mode gtp --level 1" \\
+        --games 20 --size 9 --komi 7 --sgf-dir games/
+
+Colours alternate (the --black engine has Black in games 1, 3, ...). Tengen's rules engine
+referees and scores; see tengen.gtp.match. Results go to ratings: the service at --ratings
+($TENGEN_RATINGS_URL), else the data dir's own store (--data-dir, $TENGEN_DATA_DIR); --no-ratings
+keeps them out. The summary ends with a JSON line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+KINDS = ("model", "anchor", "engine")
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def add_game_arguments(parser: argparse.ArgumentParser, default_games: int) -> None:
+    """Game settings, SGF output and ratings flags (shared with `tengen eval`)."""
+    from tengen.commands.gtp import _rules
+    from tengen.go.rules import KATAGO
+    from tengen.ratings.config import default_data_dir
+
+    parser.add_argument("--games", type=_positive, default=default_games,
+                        help=f"games to play (default {default_games})")
+    parser.add_argument("--size", type=int, default=9, choices=range(7, 20), metavar="7..19",
+                        help="board size (default 9)")
+    parser.add_argument("--komi", type=float, default=7.5, help="komi (default 7.5)")
+    parser.add_argument("--rules", type=_rules, default=KATAGO,
+                        help="rules the referee plays and scores by (default katago: area scoring "
+                        "with pass-alive territory, positional superko, no suicide)")
+    parser.add_argument("--max-moves", type=_positive, default=None,
+                        help="move cap, after which the game is scored as it stands (default 3 x area)")
+    parser.add_argument("--move-timeout", type=_seconds, default=120.0,
+                        help="seconds an engine may take for one move before it forfeits (default 120)")
+    parser.add_argument("--sgf-dir", type=Path, default=None,
+                        help="write every game here as SGF (and each engine's stderr log)")
+    parser.add_argument("--ratings", metavar="HOST:PORT", default=os.environ.get("TENGEN_RATINGS_URL") or None,
+                        help="ratings service gRPC address ($TENGEN_RATINGS_URL); unset: the data dir's store")
+    parser.add_argument("--data-dir", type=Path, default=default_data_dir(),
+                        help="data dir whose ratings store is used without --ratings, and whose token "
+                        "file authorises writes to the service ($TENGEN_DATA_DIR, default ./tengen-data)")
+    parser.add_argument("--database-url", default=os.environ.get("TENGEN_DATABASE_URL") or None,
+                        help="ratings database URL instead of the data dir's SQLite ($TENGEN_DATABASE_URL)")
+    parser.add_argument("--token", default=None,
+                        help="ratings write token (default $TENGEN_RATINGS_TOKEN, else the data dir's token file)")
+    parser.add_argument("--no-ratings", action="store_true", help="do not report the games to ratings")
+    parser.add_argument("--json", action="store_true", help="print only the summary's JSON line")
+
+
+def make_reporter(args: argparse.Namespace) -> Any:
+    from tengen.gtp.match import ServiceReporter, StoreReporter
+    from tengen.ratings.config import client_token, store_url
+
+    if args.no_ratings:
+        return None
+    if args.ratings:
+        return ServiceReporter(args.ratings, client_token(args.token, args.data_dir))
+    return StoreReporter(store_url(args.data_dir, args.database_url))
+
+
+def play_match(args: argparse.Namespace, a: Any, b: Any, source: str) -> int:
+    """Run the match between EngineSpecs a and b with the shared arguments; prints progress and
+    the summary; exit code 1 when games could not be reported."""
+    from tengen.gtp.match import GameOutcome, Match, MatchSettings
+
+    settings = MatchSettings(
+        games=args.games, size=args.size, komi=args.komi, rules=args.rules, max_moves=args.max_moves,
+        move_timeout=args.move_timeout, sgf_dir=args.sgf_dir, source=source,
+    )
+
+    def progress(o: GameOutcome) -> None:
+        if not args.json:
+            where = f"  {o.sgf_path}" if o.sgf_path else ""
+            print(f"game {o.number}: {o.black} (B) vs {o.white} (W): {o.result} by {o.reason}, "
+                  f"{o.moves} moves{where}", flush=True)
+
+    try:
+        reporter = make_reporter(args)
+    except Exception as error:  # a store or service that cannot be opened: say so, play nothing
+        print(f"error: cannot open ratings: {error}", file=sys.stderr)
+        return 1
+    try:
+        match = Match(a, b, settings, reporter, on_game=progress)
+        summary = match.run()
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    finally:
+        if reporter is not None:
+            reporter.close()
+    if not args.json:
+        print(summary.format())
+    print(json.dumps(summary.to_dict()))
+    return 1 if summary.unreported else 0
+
+
+def default_name(command: str) -> str:
+    argv = shlex.split(command)
+    return Path(argv[0]).name if argv else ""
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tengen.gtp.match import EngineSpec
+
+    a_name = args.black_name or default_name(args.black)
+    b_name = args.white_name or default_name(args.white)
+    if not a_name or not b_name:
+        print("error: engine commands must not be empty", file=sys.stderr)
+        return 2
+    if a_name == b_name:
+        print(f"error: both engines would be named {a_name!r} in ratings; "
+              "name them with --black-name and --white-name", file=sys.stderr)
+        return 2
+    a = EngineSpec(a_name, args.black, args.black_kind)
+    b = EngineSpec(b_name, args.white, args.white_kind)
+    return play_match(args, a, b, source="match")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "match", help="play two GTP engines against each other (SGF, ratings, summary)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--black", required=True, metavar="CMD",
+                        help="command of engine A (Black in odd-numbered games)")
+    parser.add_argument("--white", required=True, metavar="CMD",
+                        help="command of engine B (White in odd-numbered games)")
+    parser.add_argument("--black-name", default=None, help="ratings name of engine A (default: its program name)")
+    parser.add_argument("--white-name", default=None, help="ratings name of engine B (default: its program name)")
+    parser.add_argument("--black-kind", choices=KINDS, default=None,
+                        help="declare engine A to ratings as this kind (default: not declared)")
+    parser.add_argument("--white-kind", choices=KINDS, default=None,
+                        help="declare engine B to ratings as this kind (default: not declared)")
+    add_game_arguments(parser, default_games=2)
+    parser.set_defaults(func=_run)
