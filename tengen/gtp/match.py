@@ -395,8 +395,7 @@ class Match:
     # ------------------------------------------------------------------ the match
 
     def _report(self, players: list[PlayerInfo]) -> None:
-        if self.reporter is None or not self._pending:
-            return
+        assert self.reporter is not None
         try:
             self.reporter.report(list(self._pending), players)
             self._pending.clear()
@@ -415,9 +414,10 @@ class Match:
                 if s.sgf_dir is not None:
                     result.sgf_path = s.sgf_dir / f"{self.match_id}-{number:03d}.sgf"
                     result.sgf_path.write_bytes(write_game(sgf))
-                self._pending.append(GameReport(result.game_id, result.black, result.white,
-                                                result.winner, source=s.source))
-                self._report(players)
+                if self.reporter is not None:
+                    self._pending.append(GameReport(result.game_id, result.black, result.white,
+                                                    result.winner, source=s.source))
+                    self._report(players)
                 outcomes.append(result)
                 if self.on_game is not None:
                     self.on_game(result)
