@@ -151,6 +151,12 @@ def test_scripted_session(session: Session) -> None:
     for command, expected in exact:
         got = s.ask(command)
         assert got == expected, command
+    # Bytes that are not UTF-8, and digits that are not ASCII, are unknown commands too.
+    assert s.proc.stdin is not None
+    s.proc.stdin.buffer.write(b"\xff\xfe name\n")
+    s.proc.stdin.buffer.flush()
+    assert s.response() == ["? unknown command"]
+    assert s.ask("\u00b2 name") == ["? unknown command"]
     # Blank lines and comments get no response at all.
     s.send("")
     s.send("   # only a comment")

@@ -97,6 +97,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     log.info("tengen gtp ready: %s", version)
+    # Bytes that are not UTF-8 become U+FFFD: a garbled line is an unknown command, not a crash.
+    sys.stdin.reconfigure(errors="replace")  # type: ignore[union-attr]
     return engine.run(sys.stdin)
 
 

@@ -33,7 +33,6 @@ from tengen.go.rules import KATAGO, IllegalMoveError, Rules
 from tengen.go.sgf import GTP_COLUMNS, rules_from_ru
 from tengen.gtp.analysis import Analysis, Analyzer, choose_move, format_kata, format_lz
 from tengen.gtp.protocol import (
-    Command,
     GtpError,
     color_name,
     format_response,
@@ -302,30 +301,23 @@ class GtpEngine:
         command = parse_command(line)
         if command is None:
             return True  # an empty line (which also ends a running analysis)
-        if command.name in self.streaming:
-            try:
-                self.streaming[command.name](command.id, command.args)
-            except GtpError as error:
-                self.write(format_response(command.id, False, str(error)))
-            except Exception as error:  # never die on a command: report it and go on
-                log.exception("command %r failed", line.strip())
-                self.write(format_response(command.id, False, f"internal error: {error}"))
-            return True
-        ok, text = self.respond(command)
-        self.write(format_response(command.id, ok, text))
-        return command.name != "quit"
-
-    def respond(self, command: Command) -> tuple[bool, str]:
-        handler = self.commands.get(command.name)
-        if handler is None:
-            return False, "unknown command"
         try:
-            return True, handler(command.args)
+            if command.name in self.streaming:
+                self.streaming[command.name](command.id, command.args)
+                return True
+            handler = self.commands.get(command.name)
+            if handler is None:
+                raise GtpError("unknown command")
+            text = handler(command.args)
         except GtpError as error:
-            return False, str(error)
+            self.write(format_response(command.id, False, str(error)))
+            return True
         except Exception as error:  # never die on a command: report it and go on
-            log.exception("command %r failed", command.name)
-            return False, f"internal error: {error}"
+            log.exception("command %r failed", line.strip())
+            self.write(format_response(command.id, False, f"internal error: {error}"))
+            return True
+        self.write(format_response(command.id, True, text))
+        return command.name != "quit"
 
     # ------------------------------------------------------------------ state
 

@@ -43,7 +43,7 @@ def parse_command(line: str) -> Command | None:
     if not words:
         return None
     cid = None
-    if words[0].isdigit():
+    if words[0].isascii() and words[0].isdigit():
         cid = int(words[0])
         words = words[1:]
     if not words:
