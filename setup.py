@@ -18,6 +18,7 @@ MODULES = [
     "tengen.go.passalive",
     "tengen.go.ladder",
     "tengen.go.features",
+    "tengen.search.mcts",
 ]
 
 

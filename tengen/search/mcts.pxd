@@ -1,0 +1,52 @@
+# cython: language_level=3
+"""C-level layout of the search tree and the NN cache (see mcts.pyx)."""
+from libc.stdint cimport uint64_t
+
+from tengen.go.board cimport Board
+
+# Node states.
+cdef enum:
+    NODE_NEW = 0        # created, nothing known yet
+    NODE_PENDING = 1    # features written, waiting for its evaluation
+    NODE_EXPANDED = 2   # evaluated; its edges have priors
+    NODE_TERMINAL = 3   # game over here (two passes or everything pass-alive); exact value
+
+# What one playout attempt ended in.
+cdef enum:
+    PLAYOUT_LEAF = 0       # a leaf waits for an evaluation (features written to the slot)
+    PLAYOUT_DONE = 1       # finished at once (terminal node or NN cache hit), backed up
+    PLAYOUT_COLLISION = 2  # reached a leaf already waiting for its evaluation; nothing changed
+    PLAYOUT_BUDGET = 3     # the search has all the visits it needs (counting those in flight)
+
+
+cdef struct SearchParams:
+    double cpuct
+    double fpu_reduction        # inside the tree (and at the root without noise)
+    double root_fpu_reduction   # at the root when noise is on
+    double noise_weight
+    double dirichlet_alpha_total
+    double root_policy_temperature
+    double score_utility_weight  # c_score
+
+
+cdef struct Node:
+    int parent                 # -1 at the root
+    int edge_start             # first edge in the edge arrays, -1 before the legal moves are known
+    int num_edges              # legal moves (pass included)
+    int num_expanded           # edges [0, num_expanded) have child nodes; edge num_expanded holds
+                               # the highest prior of the rest (see _next_candidate)
+    int visits                 # completed playouts through this node
+    int in_flight              # playouts through it waiting for an evaluation (virtual loss)
+    int bits                   # offset of its LADDERED_0 bits in the bit arena, -1 if unknown
+    int move                   # location of the move that led here (-1 at the root)
+    double u_sum               # sums over visits, all from Black's point of view:
+    double w_sum               #   utility, P(Black wins), P(Black loses),
+    double l_sum
+    double s_sum               #   score mean (Black minus White),
+    double s2_sum              #   E[score^2] = mean^2 + stdev^2
+    double term_u              # terminal nodes: their exact values (Black's view)
+    double term_w
+    double term_l
+    double term_s
+    unsigned char pla          # player to move at this node
+    unsigned char state
