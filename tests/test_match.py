@@ -135,6 +135,37 @@ def test_match_alternates_colours_and_caps_moves(gnugo: str, tmp_path: Path, cap
     assert [g.x_size for g in games] == [7, 7]
 
 
+def test_match_reports_to_the_ratings_service(gnugo: str, tmp_path: Path, capsys) -> None:
+    """--ratings: every game goes to a running ratings service over gRPC, with its write token."""
+    from services.ratings.api import RatingsApi
+    from services.ratings.server import RatingsServer
+    from tengen.ratings.book import RatingsBook
+
+    store = RatingsStore(sqlite_url(tmp_path / "service"))
+    server = RatingsServer(RatingsApi(RatingsBook(store), "secret"), "127.0.0.1", 0, 0)
+    server.start()
+    try:
+        code = main([
+            "match", "--black", f"{gnugo} --mode gtp --level 0", "--white", f"{gnugo} --mode gtp --level 1",
+            "--black-name", "gnugo-l0", "--white-name", "gnugo-l1", "--black-kind", "anchor",
+            "--games", "2", "--size", "9", "--max-moves", "4", "--json",
+            "--ratings", f"127.0.0.1:{server.grpc_port}", "--token", "secret",
+        ])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert out.count("\n") == 1  # --json: only the summary line
+        assert json_line(out)["unreported"] == 0
+        games = sorted(store.games(), key=lambda g: g.game_id)
+        assert [(g.black, g.white, g.source) for g in games] == [
+            ("gnugo-l0", "gnugo-l1", "match"), ("gnugo-l1", "gnugo-l0", "match")
+        ]
+        kinds = {p.name: p.kind for p in store.players()}
+        assert kinds == {"gnugo-l0": "anchor", "gnugo-l1": "engine"}  # B undeclared: a new engine
+    finally:
+        server.stop(grace=1.0)
+        store.close()
+
+
 def test_same_names_are_refused(capsys) -> None:
     assert main(["match", "--black", "gnugo --mode gtp", "--white", "gnugo --mode gtp --level 2", "--no-ratings"]) == 2
     assert "name them with --black-name and --white-name" in capsys.readouterr().err
