@@ -22,6 +22,7 @@ from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.rules import parse_rules
 from tengen.gtp.analysis import Analysis, MoveInfo, PolicyAnalyzer, choose_move, fills_own_eye
 from tengen.gtp.engine import GtpEngine, handicap_points, parse_analyze_args, parse_rules_argument
+from tengen.gtp.mcts import MctsAnalyzer
 from tengen.gtp.protocol import Command, GtpError, format_response, parse_command, parse_vertex
 from tengen.gtp.timecontrol import TimeManager
 from tengen.nn.evaluator import TorchEvaluator
@@ -473,3 +474,64 @@ def test_rules_change_replays_the_game(analyzer: PolicyAnalyzer) -> None:
     engine.execute("komi 0")
     assert engine.board.komi == 0 and len(engine.moves) == 6
     np.testing.assert_array_equal(engine.board.stones()[0, :3], [0, 0, 2])
+
+
+# ------------------------------------------------------------------ MCTS-backed analysis
+
+
+@pytest.fixture(scope="module")
+def mcts(tiny_export: Path) -> MctsAnalyzer:
+    return MctsAnalyzer(TorchEvaluator(tiny_export, num_threads=1))
+
+
+def test_mcts_analyzer(mcts: MctsAnalyzer) -> None:
+    board = Board(9, 9)
+    previous = [board.copy()]
+    board.play(40)
+    reports: list[int] = []
+    result = mcts.analyze(board, previous, 300, max_moves=82, ownership=True,
+                          progress=lambda a: reports.append(a.visits), progress_interval=1e-9)
+    assert result.visits == 300 and reports[-1] == 300
+    assert reports == sorted(reports) and len(reports) > 2  # intermediate reports, growing
+    visited = [m for m in result.moves if m.visits]
+    assert sum(m.visits for m in visited) == 299  # the root's own evaluation is the 300th
+    assert [m.visits for m in visited] == sorted((m.visits for m in visited), reverse=True)
+    assert all(m.visits == 0 and m.pv == [m.move] for m in result.moves[len(visited):])
+    assert 40 not in [m.move for m in result.moves]
+    for m in visited:
+        assert m.pv[0] == m.move and 1 <= len(m.pv) <= 12
+        assert 0.0 <= m.lcb <= m.winrate <= 1.0
+    assert result.ownership is not None and result.ownership.shape == (9, 9)
+    assert result.priors is not None and result.priors.sum() == pytest.approx(1.0, abs=1e-4)
+    playable = [m.move for m in visited if m.move != 81 and not fills_own_eye(board, board.stones(), m.move, WHITE)]
+    assert choose_move(board, result) == playable[0]  # the most visited move the engine may play
+    # stop and deadline end a search early, but never before the root is evaluated.
+    stop = threading.Event()
+    stop.set()
+    assert 1 <= mcts.analyze(board, previous, 10_000, stop=stop).visits < 10_000
+    assert 1 <= mcts.analyze(board, previous, 10_000, deadline=time.monotonic()).visits < 10_000
+    # After two passes there is nothing to search: the raw net answers.
+    board.play(81)
+    board.play(81)
+    assert mcts.analyze(board, [], 50).visits == 1
+
+
+def test_engine_with_mcts_streams_growing_analysis(mcts: MctsAnalyzer) -> None:
+    out = io.StringIO()
+    engine = GtpEngine(mcts, visits=24, analysis_visits=100_000, size=9, out=out)
+    engine.execute("1 genmove b")
+    assert re.fullmatch(rf"=1 {VERTEX}\n\n", out.getvalue())
+    engine.execute("2 kata-analyze 2 maxmoves 5")
+    time.sleep(0.5)
+    engine.execute("3 name")
+    lines = out.getvalue().split("\n")
+    start = lines.index("=2")
+    stream = lines[start + 1 : lines.index("", start)]
+    assert len(stream) >= 3
+    totals = []
+    for line in stream:
+        assert KATA_LINE.fullmatch(line), line
+        assert len(line.split("info ")) - 1 == 5
+        totals.append(sum(int(v) for v in re.findall(r" visits (\d+)", line)))
+    assert totals == sorted(totals) and totals[-1] > totals[0]  # the search goes on between reports
+    assert out.getvalue().endswith("\n\n=3 tengen\n\n")

@@ -2,9 +2,8 @@
 
 The net is either an export file run in this process (`--model PATH`) or a model served by
 Triton (`--triton URL --model NAME`). `--visits 1` plays the raw policy (one evaluation per
-move); more visits search with MCTS when tengen.search is installed, otherwise they evaluate the
-children of the top policy moves (see tengen.gtp.analysis). The protocol runs on stdin/stdout;
-logs go to stderr.
+move); more visits search with tengen.search's MCTS (see tengen.gtp.mcts) and play the most
+visited move. The protocol runs on stdin/stdout; logs go to stderr.
 """
 from __future__ import annotations
 
@@ -15,6 +14,8 @@ import sys
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+MCTS_ANALYSIS_VISITS = 20_000
 
 
 def _positive(text: str) -> int:
@@ -42,13 +43,15 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-version", type=_positive, default=None,
                         help="Triton model version (default: the latest ready one)")
     parser.add_argument("--visits", type=_positive, default=1,
-                        help="net evaluations or playouts per move (default 1: the raw policy)")
+                        help="playouts per move: 1 (default) plays the raw policy, more search with MCTS")
     parser.add_argument("--threads", type=_positive, default=1, help="CPU threads for the net (default 1)")
 
 
 def build_analyzer(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
-    """The analyzer for the arguments and the model's metadata (empty through Triton)."""
+    """The analyzer for the arguments (the raw policy for one visit, MCTS for more) and the
+    model's metadata (only the name and version through Triton)."""
     from tengen.gtp.analysis import PolicyAnalyzer
+    from tengen.gtp.mcts import MctsAnalyzer
 
     if args.triton:
         from tengen.infra.triton import TritonEvaluator
@@ -60,7 +63,7 @@ def build_analyzer(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
         evaluator = TorchEvaluator(args.model, num_threads=args.threads)
         metadata = evaluator.metadata
-    return PolicyAnalyzer(evaluator), metadata
+    return (PolicyAnalyzer(evaluator) if args.visits == 1 else MctsAnalyzer(evaluator)), metadata
 
 
 def describe_model(args: argparse.Namespace, metadata: dict[str, Any]) -> str:
@@ -69,6 +72,15 @@ def describe_model(args: argparse.Namespace, metadata: dict[str, Any]) -> str:
         return f"{args.model} v{version} via Triton {args.triton}"
     arch = metadata.get("architecture", {}).get("name", "?")
     return f"{arch}, {metadata.get('samples_seen', 0):,} samples"
+
+
+def analysis_visits(args: argparse.Namespace) -> int:
+    """lz-analyze / kata-analyze budget: --analysis-visits, else the raw net's root plus its ten
+    best children for --visits 1, else MCTS_ANALYSIS_VISITS (the analysis ends at the next command
+    anyway; the cap bounds the tree's memory)."""
+    if args.analysis_visits is not None:
+        return max(args.analysis_visits, args.visits)
+    return 11 if args.visits == 1 else max(args.visits, MCTS_ANALYSIS_VISITS)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -84,7 +96,7 @@ def _run(args: argparse.Namespace) -> int:
         engine = GtpEngine(
             analyzer,
             visits=args.visits,
-            analysis_visits=max(args.analysis_visits, args.visits),
+            analysis_visits=analysis_visits(args),
             size=args.size,
             komi=args.komi,
             rules=args.rules,
@@ -110,8 +122,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_engine_arguments(parser)
-    parser.add_argument("--analysis-visits", type=_positive, default=11,
-                        help="budget of lz-analyze / kata-analyze (default 11)")
+    parser.add_argument("--analysis-visits", type=_positive, default=None,
+                        help="budget of lz-analyze / kata-analyze (default: 11 net evaluations with "
+                        f"--visits 1, else {MCTS_ANALYSIS_VISITS} playouts)")
     parser.add_argument("--rules", type=_rules, default=KATAGO,
                         help="starting rules: tromp-taylor, chinese, katago, an explicit "
                         "ko=...,suicide=... string or a common name (default katago)")

@@ -59,6 +59,7 @@ class Analysis:
     score_lead: float
     moves: list[MoveInfo] = field(default_factory=list)
     ownership: np.ndarray | None = None  # float [y_size, x_size] in [-1, 1], mover's perspective
+    priors: np.ndarray | None = None  # float [area + 1]: every move's prior (0 when illegal)
 
 
 Progress = Callable[[Analysis], None]
@@ -194,6 +195,7 @@ class PolicyAnalyzer:
             ownership=np.array(out["ownership"][0, : board.y_size, : board.x_size], dtype=np.float64)
             if ownership
             else None,
+            priors=priors,
         )
         if progress is not None:
             progress(analysis)
@@ -247,10 +249,13 @@ def choose_move(board: Board, analysis: Analysis) -> int:
         if info.move != board.pass_move and board.is_legal(info.move) \
                 and not fills_own_eye(board, stones, info.move, board.to_move):
             return info.move
-    # Every candidate shown was rejected: fall back to any legal move that is not an own eye.
-    legal = board.legal_moves()
-    for move in np.flatnonzero(legal[: board.area]):
-        if not fills_own_eye(board, stones, int(move), board.to_move):
+    # Every candidate shown was rejected: the other legal moves, by prior when the analysis has
+    # them, that do not fill an own eye.
+    legal = board.legal_moves()[: board.area]
+    order = np.argsort(-analysis.priors[: board.area], kind="stable") if analysis.priors is not None \
+        else np.arange(board.area)
+    for move in order:
+        if legal[move] and not fills_own_eye(board, stones, int(move), board.to_move):
             return int(move)
     return board.pass_move
 

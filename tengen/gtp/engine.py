@@ -447,8 +447,8 @@ class GtpEngine:
         budget = self.time.budget(color, int((board.stones() == EMPTY).sum()))
         deadline = time.monotonic() + budget if budget is not None else None
         analysis = self.analyzer.analyze(
-            board, self.boards[:-1], self.visits, max_moves=board.area + 1, deadline=deadline,
-            progress=progress, progress_interval=interval,
+            board, self.boards[:-1], self.visits, deadline=deadline, progress=progress,
+            progress_interval=interval,
         )
         if self.resign_threshold > 0 and analysis.winrate < self.resign_threshold:
             self._low_streak[color] += 1
@@ -499,7 +499,8 @@ class GtpEngine:
         board = self.board
         stones = board.stones()
         alive_map = pass_alive_map(board)
-        analysis = self.analyzer.analyze(board, self.boards[:-1], self.visits, max_moves=1, ownership=True)
+        # The net's ownership (both analyzers give the raw net's): one evaluation is enough.
+        analysis = self.analyzer.analyze(board, self.boards[:-1], 1, max_moves=1, ownership=True)
         black_own = analysis.ownership if analysis.ownership is not None else np.zeros(stones.shape)
         if board.to_move == WHITE:
             black_own = -black_own
