@@ -535,3 +535,35 @@ def test_engine_with_mcts_streams_growing_analysis(mcts: MctsAnalyzer) -> None:
         totals.append(sum(int(v) for v in re.findall(r" visits (\d+)", line)))
     assert totals == sorted(totals) and totals[-1] > totals[0]  # the search goes on between reports
     assert out.getvalue().endswith("\n\n=3 tengen\n\n")
+
+
+@pytest.mark.slow  # about 20 s: Triton loads the model through its Python backend
+def test_gtp_through_triton(triton_server, tiny_export: Path) -> None:
+    """--triton: the same export served by the real Triton plays the same moves as in-process."""
+    from tengen.infra.triton import load_model, render_config
+
+    name = "gtp-tiny"
+    triton_server.repository.create_model(name, render_config(name, max_batch_size=16))
+    triton_server.repository.write_version(name, tiny_export)
+    load_model(triton_server.grpc_url, name)
+    script = ["boardsize 9", "genmove b", "genmove w", "genmove b"]
+    moves = {}
+    for label, args in {
+        "triton": ("--triton", triton_server.grpc_url, "--model", name, "--model-version", "1"),
+        "local": ("--model", str(tiny_export), "--threads", "1"),
+    }.items():
+        s = Session(*args)
+        try:
+            assert s.ask("version")[0].startswith("= 0.1.0 (")
+            moves[label] = [s.ask(c)[0] for c in script]
+            s.send("kata-analyze")
+            assert s.line() == "="
+            assert KATA_LINE.fullmatch(s.line())
+            s.send("quit")
+            assert s.line() == "" and s.response() == ["= "]
+            assert s.proc.wait(timeout=30) == 0
+        finally:
+            if s.proc.poll() is None:
+                s.proc.kill()
+    assert moves["triton"] == moves["local"]
+    assert all(re.fullmatch(rf"= {VERTEX}", m) for m in moves["local"][1:])
