@@ -666,6 +666,14 @@ cdef class Tree:
         else:
             self.x0_known = False
 
+    def abandon(self) -> None:
+        """Drop the search in progress, pending leaves included: the tree restarts at its root
+        position, and the evaluations of those leaves must not be backed up."""
+        self.num_pending = 0
+        self.target_visits = 0
+        if self.root_board is not None:
+            self._clear_tree()
+
     def advance(self, int move) -> None:
         """Play `move` at the root: the child's subtree (if it was searched) becomes the tree,
         the rest is freed; the ladder history moves on by one position."""
