@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "tengen.commands.gtp",
     "tengen.commands.match",
     "tengen.commands.eval",
+    "tengen.commands.run",
 ]
 
 

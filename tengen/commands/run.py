@@ -1,0 +1,155 @@
+"""`tengen run`: the whole training loop on this machine (what `make run` starts).
+
+Starts, as child processes: a Kafka-protocol broker (Tansu, in memory), Triton on the data dir's
+model repository, the ratings service (SQLite in the data dir), one trainer, one gating service and
+the preset's number of selfplay workers (--workers overrides it). A new data dir first gets model
+version 1, a random net of the preset's architecture. Settings reach the services through the
+environment (TENGEN_DATA_DIR, TENGEN_KAFKA_BOOTSTRAP, TENGEN_TRITON_URL, TENGEN_RATINGS_URL,
+TENGEN_RATINGS_TOKEN) and --preset; other TENGEN_<SECTION>__<KEY> overrides in your environment
+reach them too. Servers take their configured ports when free, else free ones.
+
+While it runs: a status view (games, window, samples trained, candidates, last gating decision,
+model version, top of the leaderboard) redrawn every few seconds on a terminal, or one status
+line every --status-every seconds when the output is not a terminal. A service that dies is
+restarted with backoff (see <data-dir>/logs/<service>.log); one that keeps dying at start stops
+the run with exit code 1.
+
+Ctrl-C, SIGTERM or the end of --duration stops everything cleanly: selfplay and gating first,
+then the trainer (it checkpoints), ratings, Triton, the broker; then it prints where the SGFs,
+TensorBoard logs, models and ratings are. Everything lives in the data dir, so running again with
+the same --data-dir continues the run (window, checkpoints, model versions, ratings). While it
+runs, <data-dir>/run.json lists the services' addresses, e.g. for
+`TENGEN_TRITON_URL=... tengen models promote model.pt` (a hand hot swap) or
+`TENGEN_RATINGS_URL=... tengen ratings top`.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in '90s', '30m', '2h', '1h30m', '1d' (argparse type; a bare number is refused so
+    '30' cannot silently mean seconds when minutes were meant)."""
+    compact = text.strip().lower().replace(" ", "")
+    pos, total = 0, 0.0
+    for match in DURATION_RE.finditer(compact):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if not compact or pos != len(compact):
+        raise argparse.ArgumentTypeError(f"bad duration {text!r}: use e.g. 90s, 30m, 2h, 1h30m")
+    if total <= 0:
+        raise argparse.ArgumentTypeError(f"duration must be positive, got {text!r}")
+    return total
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _log_to_file(path: Path, interactive: bool) -> None:
+    """This process's log goes to <data-dir>/logs/run.log; on a terminal only warnings also reach
+    stderr, so the status view is not scrolled away."""
+    root = logging.getLogger()
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    if interactive:
+        for existing in root.handlers:
+            if existing is not handler and isinstance(existing, logging.StreamHandler):
+                existing.setLevel(logging.WARNING)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tengen.config import PRESETS, ConfigError, load_config
+    from tengen.run.local import LOGS_DIR, LocalRun, RunError, RunOptions
+
+    try:
+        config = load_config(args.preset)
+    except ConfigError as exc:
+        print(f"tengen run: {exc}", file=sys.stderr)
+        return 2
+    # The services load the preset themselves: a YAML path must still resolve in their directory.
+    preset = args.preset if args.preset in PRESETS else str(Path(args.preset).resolve())
+    data_dir = (args.data_dir or Path(config.run.data_dir)).resolve()
+    if data_dir.exists() and not data_dir.is_dir():
+        print(f"tengen run: data dir {data_dir} exists and is not a directory", file=sys.stderr)
+        return 2
+    config.run.data_dir = str(data_dir)
+    workers = args.workers or config.selfplay.workers
+    config.selfplay.workers = workers
+    interactive = sys.stdout.isatty() and not args.plain
+    status_every = args.status_every or (5.0 if interactive else 30.0)
+    (data_dir / LOGS_DIR).mkdir(parents=True, exist_ok=True)
+    _log_to_file(data_dir / LOGS_DIR / "run.log", interactive)
+    options = RunOptions(preset=preset, config=config, data_dir=data_dir, workers=workers,
+                         duration_s=args.duration, status_every_s=status_every, interactive=interactive)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if not stop.is_set():
+            print(f"\n{signal.Signals(signum).name}: stopping (give it a moment: the trainer checkpoints)",
+                  file=sys.stderr, flush=True)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    print(f"tengen run: preset {config.preset}, data dir {data_dir}, {workers} selfplay worker(s)"
+          + (f", for {args.duration:.0f} s" if args.duration else ", until Ctrl-C"), flush=True)
+    try:
+        return LocalRun(options).run(stop)
+    except RunError as exc:
+        print(f"tengen run: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run", help="the whole training loop on this machine (broker, Triton, ratings, trainer, gating, selfplay)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "cpu"),
+                        help="tiny (minutes, for tests), cpu (one CPU box), paper, or a YAML path "
+                        "($TENGEN_PRESET, default cpu)")
+    parser.add_argument("--duration", type=parse_duration, default=None,
+                        help="stop after this long, e.g. 30m, 2h, 1h30m (default: run until Ctrl-C)")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="where everything is written and continued from "
+                        "($TENGEN_DATA_DIR, default ./tengen-data)")
+    parser.add_argument("--workers", type=_positive_int, default=None,
+                        help="selfplay worker processes (default: the preset's selfplay.workers)")
+    parser.add_argument("--status-every", type=_positive_float, default=None, metavar="SECONDS",
+                        help="status refresh interval (default 5 on a terminal, else 30)")
+    parser.add_argument("--plain", action="store_true",
+                        help="print status lines instead of redrawing the view, even on a terminal")
+    parser.set_defaults(func=_run)

@@ -1,0 +1,271 @@
+"""The whole loop on one machine: what `tengen run` starts, watches and stops.
+
+Start order (stop is the reverse, so producers stop before what they feed):
+  broker (Tansu, memory only: topics are created and the current model version is announced on
+  every start) -> Triton (the data dir's model repository) -> ratings (SQLite in the data dir) ->
+  trainer -> gating -> selfplay workers.
+Every service gets its settings from the environment (TENGEN_DATA_DIR, TENGEN_KAFKA_BOOTSTRAP,
+TENGEN_TRITON_URL, TENGEN_RATINGS_URL, TENGEN_RATINGS_TOKEN) and the preset by flag; its output
+goes to `<data_dir>/logs/<name>.log`. Everything durable lives in the data dir, so a second run on
+the same one continues: window, checkpoints, candidates, model versions, ratings.
+
+`<data_dir>/run.json` holds the addresses and process ids of the run while it is up (for people
+and tools that want to talk to its services); `<data_dir>/run.lock` keeps a second `tengen run`
+off a data dir in use.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, TextIO
+
+from tengen.config import Config
+from tengen.infra.broker import LocalBroker
+from tengen.infra.triton import LocalTriton, ModelRepository, data_dir_repository
+from tengen.ratings.config import SQLITE_NAME, load_or_create_token
+from tengen.run.bootstrap import ensure_model
+from tengen.run.ports import PortPicker
+from tengen.run.status import DECISIONS_FILE, StatusReader, render_line, render_screen
+from tengen.run.supervisor import Child, ServerChild, ServiceProcess, Supervisor, SupervisorError
+
+log = logging.getLogger(__name__)
+
+LOGS_DIR = "logs"
+STATE_FILE = "run.json"
+LOCK_FILE = "run.lock"
+# Preferred HTTP ports (/healthz, /metrics) of the services that have no configured one.
+TRAINER_HTTP_PORT = 8071
+GATING_HTTP_PORT = 8072
+SELFPLAY_HTTP_PORT = 8081  # worker K gets 8081 + K
+
+
+class RunError(RuntimeError):
+    """The run cannot start (data dir in use, a server that does not come up)."""
+
+
+@dataclass
+class Endpoints:
+    """Where the run's servers listen."""
+
+    kafka: str
+    triton_grpc: str
+    triton_http: str
+    ratings_grpc: str
+    ratings_http: str
+    trainer_http: str
+    gating_http: str
+    selfplay_http: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunOptions:
+    preset: str  # a preset name or an absolute YAML path, passed on to the services
+    config: Config  # the preset with this process's environment overrides applied
+    data_dir: Path
+    workers: int
+    duration_s: float | None = None
+    status_every_s: float = 5.0
+    interactive: bool = False  # redraw the status view in place (a terminal) or print lines
+
+
+@contextlib.contextmanager
+def data_dir_lock(data_dir: Path) -> Iterator[None]:
+    """Hold `<data_dir>/run.lock` (flock, released when the process ends in any way)."""
+    path = data_dir / LOCK_FILE
+    with open(path, "a+") as lock:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunError(f"another tengen run is using {data_dir} (it holds {path})") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+class LocalRun:
+    """One run of the whole loop; `run(stop)` blocks until `stop` is set, the duration is over, or a
+    child keeps failing, and returns the exit code."""
+
+    def __init__(self, options: RunOptions, out: TextIO = sys.stdout) -> None:
+        self.options = options
+        self.config = options.config
+        self.data_dir = options.data_dir.resolve()
+        self.out = out
+        self.logs = self.data_dir / LOGS_DIR
+        self.repository: ModelRepository | None = None
+        self.endpoints: Endpoints | None = None
+        self.supervisor: Supervisor | None = None
+
+    # -- the run --------------------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> int:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        with data_dir_lock(self.data_dir):
+            return self._run_locked(stop)
+
+    def _run_locked(self, stop: threading.Event) -> int:
+        opts = self.options
+        self.repository = ModelRepository(data_dir_repository(self.data_dir))
+        version, created = ensure_model(self.repository, self.config)
+        self._say(f"model {self.config.run.model_name}: "
+                  + (f"wrote version 1 (random {self.config.trainer.arch} net)" if created
+                     else f"continuing from version {version}"))
+        token = load_or_create_token(self.data_dir)
+        children = self._children(token)
+        self.supervisor = Supervisor(children)
+        started = time.monotonic()
+        deadline = started + opts.duration_s if opts.duration_s else None
+        reader = StatusReader(self.data_dir, self.config, trainer_metrics=f"{self.endpoints.trainer_http}/metrics",
+                              selfplay_metrics=[f"{u}/metrics" for u in self.endpoints.selfplay_http],
+                              ratings_url=self.endpoints.ratings_grpc)
+        code = 0
+        try:
+            self._say(f"starting {', '.join(c.name for c in children)} (logs in {self.logs}) ...")
+            self.supervisor.start_all(should_stop=stop.is_set)
+            self._write_state()
+            if not stop.is_set():
+                self._say("all services started")
+            next_status = time.monotonic()
+            while not stop.is_set():
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    self._say(f"duration of {opts.duration_s:.0f} s reached")
+                    break
+                self.supervisor.check()
+                if now >= next_status:
+                    self._show(reader, now - started)
+                    next_status = now + opts.status_every_s
+                stop.wait(0.5)
+        except SupervisorError as exc:
+            log.error("%s", exc)
+            self._say(f"tengen run: {exc}", err=True)
+            code = 1
+        finally:
+            self._say("stopping: selfplay and gating, then trainer, ratings, Triton, broker ...")
+            self.supervisor.stop_all()
+            reader.close()
+            with contextlib.suppress(OSError):
+                (self.data_dir / STATE_FILE).unlink()
+            self._say(self.summary())
+        return code
+
+    # -- children -------------------------------------------------------------------------------
+    def _children(self, token: str) -> list[Child]:
+        """Every child in start order, with ports chosen now (configured ones when free)."""
+        cfg, opts = self.config, self.options
+        ports = PortPicker()
+        kafka_host, _, kafka_port = cfg.kafka.bootstrap.rpartition(":")
+        broker = LocalBroker(port=ports.pick(int(kafka_port) if kafka_port.isdigit() else None),
+                             log_path=self.logs / "broker.log")
+        triton = LocalTriton(self.repository.root, self.data_dir / "triton", load_models=[cfg.run.model_name],
+                             http_port=ports.pick(cfg.triton.http_port), grpc_port=ports.pick(cfg.triton.grpc_port),
+                             metrics_port=ports.pick(cfg.triton.metrics_port), log_path=self.logs / "triton.log")
+        ratings_grpc, ratings_http = ports.pick(cfg.ratings.grpc_port), ports.pick(cfg.ratings.http_port)
+        trainer_http, gating_http = ports.pick(TRAINER_HTTP_PORT), ports.pick(GATING_HTTP_PORT)
+        selfplay_http = [ports.pick(SELFPLAY_HTTP_PORT + k) for k in range(opts.workers)]
+        self.endpoints = Endpoints(
+            kafka=broker.bootstrap, triton_grpc=triton.grpc_url, triton_http=triton.http_url,
+            ratings_grpc=f"127.0.0.1:{ratings_grpc}", ratings_http=f"http://127.0.0.1:{ratings_http}",
+            trainer_http=f"http://127.0.0.1:{trainer_http}", gating_http=f"http://127.0.0.1:{gating_http}",
+            selfplay_http=[f"http://127.0.0.1:{p}" for p in selfplay_http],
+        )
+        env = self._service_env(token)
+        preset = ["--preset", opts.preset]
+
+        def service(name: str, module: str, *args: str, grace_s: float = 20.0) -> ServiceProcess:
+            return ServiceProcess(name, [sys.executable, "-m", module, *args], env, self.logs / f"{name}.log",
+                                  stop_grace_s=grace_s)
+
+        children: list[Child] = [
+            ServerChild("broker", broker, start_timeout_s=60.0, stop_grace_s=10.0,
+                        after_start=lambda: self._prepare_broker(broker.bootstrap), pid=lambda: broker.pid),
+            ServerChild("triton", triton, start_timeout_s=300.0, stop_grace_s=20.0),
+            service("ratings", "services.ratings", "--data-dir", str(self.data_dir), "--host", "127.0.0.1",
+                    "--grpc-port", str(ratings_grpc), "--http-port", str(ratings_http)),
+            # The trainer checkpoints on SIGTERM: give it time.
+            service("trainer", "services.trainer", *preset, "--http-port", str(trainer_http), grace_s=60.0),
+            service("gating", "services.gating", *preset, "--http-port", str(gating_http), grace_s=30.0),
+        ]
+        children += [service(f"selfplay-{k}", "services.selfplay", *preset, "--worker-id", str(k),
+                             "--http-port", str(port)) for k, port in enumerate(selfplay_http)]
+        return children
+
+    def _service_env(self, token: str) -> dict[str, str]:
+        ep = self.endpoints
+        env = dict(os.environ)
+        env.update({
+            "TENGEN_DATA_DIR": str(self.data_dir),
+            "TENGEN_KAFKA_BOOTSTRAP": ep.kafka,
+            "TENGEN_TRITON_URL": ep.triton_grpc,
+            "TENGEN_RATINGS_URL": ep.ratings_grpc,
+            "TENGEN_RATINGS_TOKEN": token,
+            "TENGEN_PRESET": self.options.preset,
+            "PYTHONUNBUFFERED": "1",  # log lines reach the log files as they happen
+        })
+        env.pop("TENGEN_DATABASE_URL", None)  # the local run keeps its ratings in the data dir's SQLite
+        return env
+
+    def _prepare_broker(self, bootstrap: str) -> None:
+        """A fresh in-memory broker: create the topics, announce the version that serves now, so
+        workers that start (or reconnect) learn it from the compacted topic."""
+        from tengen.infra.kafka import ReliableProducer, announce_model, ensure_topics
+
+        ensure_topics(bootstrap)
+        version = self.repository.latest_version(self.config.run.model_name)
+        if version is None:
+            return
+        producer = ReliableProducer(bootstrap, client_id="tengen-run")
+        try:
+            announce_model(producer, self.config.run.model_name, version)
+        finally:
+            producer.close(timeout_s=5.0)
+
+    # -- output ---------------------------------------------------------------------------------
+    def _say(self, text: str, err: bool = False) -> None:
+        print(text, file=sys.stderr if err else self.out, flush=True)
+
+    def _show(self, reader: StatusReader, elapsed_s: float) -> None:
+        status = reader.read()
+        status.elapsed_s = elapsed_s
+        status.duration_s = self.options.duration_s
+        status.services = self.supervisor.states()
+        status.events = list(self.supervisor.events)
+        if self.options.interactive:
+            title = f"tengen run · preset {self.config.preset} · {self.data_dir}"
+            self.out.write("\x1b[H\x1b[2J" + render_screen(status, title) + "\n")  # home, clear, draw
+            self.out.flush()
+        else:
+            self._say(render_line(status))
+        self._write_state()  # pids change with restarts
+
+    def _write_state(self) -> None:
+        ep = self.endpoints
+        state = {"pid": os.getpid(), "preset": self.options.preset, "data_dir": str(self.data_dir),
+                 "endpoints": ep.__dict__ if ep else {}, "children": self.supervisor.pids() if self.supervisor else {}}
+        tmp = self.data_dir / f".{STATE_FILE}.tmp"
+        tmp.write_text(json.dumps(state, indent=1) + "\n")
+        os.replace(tmp, self.data_dir / STATE_FILE)
+
+    def summary(self) -> str:
+        """Where a run's results are and how to look at them (printed at the end)."""
+        d = self.data_dir
+        sgf_dirs = sorted({str(p.parent) for p in d.glob("**/*.sgf")})
+        return "\n".join([
+            f"run stopped. Everything is in {d}; `tengen run --data-dir {d}` continues it.",
+            f"  games (SGF)   {', '.join(sgf_dirs) if sgf_dirs else 'none written yet'}",
+            f"  TensorBoard   tensorboard --logdir {d / 'tensorboard'}",
+            f"  models        {data_dir_repository(d)}   (tengen models list --data-dir {d})",
+            f"  candidates    {d / 'candidates'}",
+            f"  gating        {d / DECISIONS_FILE}",
+            f"  ratings       {d / SQLITE_NAME}   (tengen ratings top --data-dir {d})",
+            f"  logs          {self.logs}",
+        ])
+

@@ -1,0 +1,274 @@
+"""The live status of a local run: figures read from what the services already expose, and their
+rendering as a screen (terminal) or one line (log files, pipes).
+
+Sources, none of them a new API:
+- the window's manifest and game id log (`<data_dir>/trainer/window/`): rows ever appended, rows in
+  the window (§4.7 formula with the preset's constants), games ingested; read incrementally.
+- the trainer's Prometheus /metrics: samples trained; selfplay workers' /metrics: games they played.
+- `<data_dir>/candidates/*.pt`: candidates exported (the newest name carries its sample count).
+- the last line of `<data_dir>/gating/decisions.jsonl`: the last gating decision.
+- the model repository: the current (latest) version.
+- the ratings service over gRPC: the top of the leaderboard.
+Anything that cannot be read right now shows as "-" (a service still starting is no error).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tengen.config import Config
+from tengen.data.candidates import CANDIDATES_DIR
+from tengen.data.window import IDS, MANIFEST, window_size
+from tengen.infra.triton import data_dir_repository
+from tengen.run.supervisor import ChildState
+
+DECISIONS_FILE = Path("gating") / "decisions.jsonl"
+WINDOW_DIR = Path("trainer") / "window"
+_CANDIDATE_RE = re.compile(r"^candidate-(\d+)\.pt$")
+METRICS_TIMEOUT_S = 1.0
+
+
+@dataclass
+class LeaderRow:
+    name: str
+    elo: float
+    games: int
+
+
+@dataclass
+class Status:
+    elapsed_s: float = 0.0
+    duration_s: float | None = None
+    services: list[ChildState] = field(default_factory=list)
+    games_played: int | None = None  # by this run's selfplay workers (their metrics)
+    games_ingested: int | None = None  # ever appended to the window
+    rows_total: int | None = None
+    window_rows: int | None = None
+    samples: int | None = None
+    candidates: int = 0
+    latest_candidate: str | None = None
+    version: int | None = None
+    gating: dict[str, Any] | None = None
+    leaders: list[LeaderRow] | None = None  # None: ratings not reachable
+    events: list[str] = field(default_factory=list)
+
+
+def scrape(url: str) -> dict[str, float]:
+    """Prometheus samples at `url` summed over labels ({sample name: value}); {} when unreachable."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(url, timeout=METRICS_TIMEOUT_S) as resp:
+            text = resp.read().decode("utf-8", errors="replace")
+    except (urllib.error.URLError, OSError, ValueError):
+        return {}
+    values: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                values[sample.name] = values.get(sample.name, 0.0) + float(sample.value)
+    except ValueError:
+        return {}
+    return values
+
+
+def last_json_line(path: Path, max_bytes: int = 65536) -> dict[str, Any] | None:
+    """The last complete JSON object line of a file (None when absent, empty or unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - max_bytes))
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue  # a torn last line of a writer that is mid-write
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+class StatusReader:
+    """Reads the figures of one run; keeps its place in the append-only game id log between reads."""
+
+    def __init__(self, data_dir: Path, config: Config, trainer_metrics: str | None = None,
+                 selfplay_metrics: list[str] | None = None, ratings_url: str | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.config = config
+        self.trainer_metrics = trainer_metrics
+        self.selfplay_metrics = selfplay_metrics or []
+        self.ratings_url = ratings_url
+        self._ids_read = 0  # bytes of the id log already counted
+        self._games = 0
+        self._ratings_client = None
+
+    def read(self) -> Status:
+        status = Status()
+        self._read_window(status)
+        self._read_candidates(status)
+        status.gating = last_json_line(self.data_dir / DECISIONS_FILE)
+        status.version = data_dir_repository_latest(self.data_dir, self.config.run.model_name)
+        if self.trainer_metrics:
+            samples = scrape(self.trainer_metrics).get("tengen_trainer_samples")
+            if samples is not None:
+                status.samples = max(int(samples), status.samples or 0)
+        if self.selfplay_metrics:
+            played = [scrape(url).get("tengen_selfplay_games_total") for url in self.selfplay_metrics]
+            known = [p for p in played if p is not None]
+            status.games_played = int(sum(known)) if known else None
+        status.leaders = self._read_leaders()
+        return status
+
+    def _read_window(self, status: Status) -> None:
+        directory = self.data_dir / WINDOW_DIR
+        try:
+            manifest = json.loads((directory / MANIFEST).read_text())
+            n_total, ids_bytes = int(manifest["n_total"]), int(manifest["ids_bytes"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        trainer = self.config.trainer
+        status.rows_total = n_total
+        status.window_rows = window_size(n_total, trainer.window_c, trainer.window_alpha, trainer.window_beta)
+        if ids_bytes < self._ids_read:  # a new window (data dir wiped under a running view)
+            self._ids_read, self._games = 0, 0
+        if ids_bytes > self._ids_read:
+            try:
+                with open(directory / IDS, "rb") as f:
+                    f.seek(self._ids_read)
+                    chunk = f.read(ids_bytes - self._ids_read)
+            except OSError:
+                chunk = b""
+            complete = chunk[: chunk.rfind(b"\n") + 1]
+            self._games += complete.count(b"\n")
+            self._ids_read += len(complete)
+        status.games_ingested = self._games
+
+    def _read_candidates(self, status: Status) -> None:
+        try:
+            names = sorted(p.name for p in (self.data_dir / CANDIDATES_DIR).iterdir() if _CANDIDATE_RE.match(p.name))
+        except OSError:
+            return
+        status.candidates = len(names)
+        if names:
+            status.latest_candidate = names[-1][: -len(".pt")]
+            # The trainer's gauge restarts at 0 until its first step after a restart.
+            status.samples = int(_CANDIDATE_RE.match(names[-1]).group(1))  # type: ignore[union-attr]
+
+    def _read_leaders(self, n: int = 3) -> list[LeaderRow] | None:
+        if not self.ratings_url:
+            return None
+        from tengen.ratings.client import RatingsClient
+
+        try:
+            if self._ratings_client is None:
+                self._ratings_client = RatingsClient(self.ratings_url, timeout=2.0, retries=0)
+            board = self._ratings_client.leaderboard(n)
+        except Exception:  # not up yet, restarting: the view shows "-" until it answers
+            return None
+        return [LeaderRow(r.name, r.elo, r.games) for r in board.ratings if r.rated]
+
+    def close(self) -> None:
+        if self._ratings_client is not None:
+            self._ratings_client.close()
+            self._ratings_client = None
+
+
+def data_dir_repository_latest(data_dir: Path, model: str) -> int | None:
+    """The latest complete version of `model` in the data dir's repository (read only)."""
+    model_dir = data_dir_repository(data_dir) / model
+    try:
+        versions = [int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit() and int(p.name) > 0]
+    except OSError:
+        return None
+    return max(versions) if versions else None
+
+
+# -- rendering ------------------------------------------------------------------------------------
+def _n(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def format_gating(decision: dict[str, Any] | None) -> str:
+    if not decision:
+        return "no decision yet"
+    candidate = decision.get("candidate", "?")
+    score = f"{decision.get('wins', '?')}-{decision.get('losses', '?')} of {decision.get('games', '?')}"
+    if decision.get("promoted"):
+        verdict = f"promoted as v{decision.get('promoted_version', '?')}"
+    else:
+        verdict = "rejected"
+    reason = decision.get("reason")
+    return f"{candidate} {score}: {verdict}" + (f" ({reason})" if reason else "")
+
+
+def format_leaders(leaders: list[LeaderRow] | None) -> str:
+    if leaders is None:
+        return "-"
+    if not leaders:
+        return "no rated games yet"
+    return "  ".join(f"{i}. {r.name} {r.elo:+.0f} ({r.games} games)" if not math.isnan(r.elo) else f"{i}. {r.name}"
+                     for i, r in enumerate(leaders, 1))
+
+
+def _services(states: list[ChildState]) -> str:
+    parts = []
+    for s in states:
+        text = f"{s.name} {s.state}"
+        if s.restarts:
+            text += f" ({s.restarts} restart{'s' if s.restarts != 1 else ''})"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def _elapsed(status: Status) -> str:
+    text = _clock(status.elapsed_s)
+    return text + (f" of {_clock(status.duration_s)}" if status.duration_s else "")
+
+
+def render_screen(status: Status, title: str) -> str:
+    """The multi-line view redrawn in place on a terminal."""
+    games = f"{_n(status.games_played)} played by selfplay this run, {_n(status.games_ingested)} in the trainer's window"
+    window = f"{_n(status.window_rows)} rows used of {_n(status.rows_total)} ever"
+    candidates = f"{status.candidates}" + (f" (latest {status.latest_candidate})" if status.latest_candidate else "")
+    lines = [
+        f"{title}   up {_elapsed(status)}   (Ctrl-C stops everything cleanly)",
+        "",
+        f"  services    {_services(status.services)}",
+        f"  games       {games}",
+        f"  window      {window}",
+        f"  trained     {_n(status.samples)} samples",
+        f"  candidates  {candidates}",
+        f"  last gating {format_gating(status.gating)}",
+        f"  model       version {_n(status.version)}",
+        f"  leaderboard {format_leaders(status.leaders)}",
+    ]
+    if status.events:
+        lines += ["", "  recent events:"] + [f"    {e}" for e in status.events[-5:]]
+    return "\n".join(lines)
+
+
+def render_line(status: Status) -> str:
+    """One status line, for output that is not a terminal."""
+    down = [s.name for s in status.services if s.state != "up"]
+    gating = format_gating(status.gating)
+    leaders = status.leaders
+    top = "-" if not leaders else f"{leaders[0].name} {leaders[0].elo:+.0f}"
+    return (f"[{_elapsed(status)}] games {_n(status.games_played)} played, {_n(status.games_ingested)} ingested | "
+            f"window {_n(status.window_rows)}/{_n(status.rows_total)} rows | samples {_n(status.samples)} | "
+            f"candidates {status.candidates} | version {_n(status.version)} | gating: {gating} | top: {top}"
+            + (f" | not up: {', '.join(down)}" if down else ""))
