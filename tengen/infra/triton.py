@@ -537,15 +537,19 @@ class TritonEvaluator:
     version); `set_version(v)` pins a version (selfplay switches on each `tengen.models`
     announcement). While the server is unreachable (restart) requests are retried with backoff for
     up to `retry_deadline_s`; an unknown model or version fails at once with UnknownModelError.
+    Setting `stop` (a service's shutdown event) ends the retrying at once with a TritonError, so a
+    worker waiting for a dead server still stops promptly.
     `submit()` runs a request on a small thread pool so several batches can be in flight.
     """
 
     def __init__(self, url: str, model: str, version: int | None = None, *, timeout_s: float = 60.0,
-                 retry_deadline_s: float = 300.0, max_in_flight: int = 4) -> None:
+                 retry_deadline_s: float = 300.0, max_in_flight: int = 4,
+                 stop: threading.Event | None = None) -> None:
         self.url = url
         self.model = _check_name(model)
         self.timeout_s = timeout_s
         self.retry_deadline_s = retry_deadline_s
+        self._stop = stop if stop is not None else threading.Event()
         self._version = version
         self._local = threading.local()
         self._clients: list = []
@@ -599,13 +603,14 @@ class TritonEvaluator:
             except Exception as exc:
                 if _is_unknown_model(exc):
                     raise self._unknown(exc) from exc
-                if not _is_unavailable(exc) or time.monotonic() >= deadline:
+                if not _is_unavailable(exc) or time.monotonic() >= deadline or self._stop.is_set():
                     raise TritonError(f"inference on {self.model} at {self.url} failed: {exc}") from exc
                 if not warned:
                     log.warning("evaluator: Triton at %s unavailable (%s); retrying with backoff for up to %.0f s",
                                 self.url, str(exc).strip()[:200], self.retry_deadline_s)
                     warned = True
-                time.sleep(delay)
+                if self._stop.wait(delay):
+                    raise TritonError(f"inference on {self.model} at {self.url} abandoned while stopping: {exc}") from exc
                 delay = min(delay * 2, 5.0)
                 continue
             if warned:
