@@ -1,0 +1,644 @@
+"""Kubernetes manifests (k8s/): every overlay, with and without the ingress component, is rendered
+by kustomize (kubectl's built-in kustomize) and each rendered object is validated offline against
+the Kubernetes OpenAPI schemas (kubernetes-validate, strict: unknown fields are errors) of the
+oldest and newest Kubernetes versions supported. Then the manifests are checked against the code
+and against each other: commands name entry points that accept their flags, environment variables
+are ones the code reads, addresses point at Services that reach the right pods on the code's
+default ports, every reference (volume, claim, ConfigMap, Secret key, named port, selector)
+resolves, what a service writes is on a persistent volume shared with its readers, and the
+NetworkPolicies allow exactly the connections the workloads are configured to make."""
+from __future__ import annotations
+
+import base64
+import copy
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from deploy_support import (
+    REPO,
+    Workload,
+    check_connections,
+    check_entry_point,
+    check_env,
+    check_persistence,
+    entry_point_sources,
+    env_names_read,
+    mount_of,
+    tool,
+)
+from tengen.config import TritonConfig
+from tengen.infra.triton import CONFIG_TEMPLATES
+
+K8S = REPO / "k8s"
+NAMESPACE = "tengen"
+# Validated against the oldest Kubernetes the manifests support (README) and the newest schemas
+# kubernetes-validate bundles.
+KUBERNETES_VERSIONS = ("1.29", kubernetes_validate.utils.latest_version())
+VARIANTS = {  # name -> (overlay, components)
+    "cpu": ("cpu", ()),
+    "gpu": ("gpu", ()),
+    "cpu+ingress": ("cpu", ("ingress",)),
+    "gpu+ingress": ("gpu", ("ingress",)),
+}
+POD_OWNERS = ("Deployment", "StatefulSet", "Job")
+# The pods each connection of the code must reach (their app.kubernetes.io/name).
+CONNECTION_PODS = {"kafka": "kafka", "triton": "triton", "ratings": "ratings", "database": "postgres"}
+APP_CONTAINERS = {"trainer", "ratings", "model-init", "tensorboard"}
+_ADDRESS = re.compile(r"(?<![\w-])([a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9-]+)*):(\d{2,5})\b")
+_VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+# -- rendering ------------------------------------------------------------------------------------
+def kustomize(overlay: str, components: tuple[str, ...], workdir: Path) -> list[dict[str, Any]]:
+    """`kubectl kustomize` of an overlay, with components added through a throwaway kustomization
+    (kustomize accepts only relative paths to other kustomizations)."""
+    target = K8S / "overlays" / overlay
+    if components:
+        root = Path(tempfile.mkdtemp(dir=workdir))
+        relative = lambda p: os.path.relpath(p, root)  # noqa: E731
+        root.joinpath("kustomization.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "resources": [relative(target)],
+            "components": [relative(K8S / "components" / c) for c in components],
+        }))
+        target = root
+    out = subprocess.run([tool("kubectl"), "kustomize", str(target)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"kustomize build {target} failed:\n{out.stderr}"
+    return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+
+
+@dataclass
+class Manifests:
+    """The objects one variant renders, with lookups by kind and name."""
+
+    variant: str
+    docs: list[dict[str, Any]]
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [d for d in self.docs if d["kind"] == kind]
+
+    def get(self, kind: str, name: str) -> dict[str, Any]:
+        found = [d for d in self.of_kind(kind) if d["metadata"]["name"] == name]
+        assert len(found) == 1, f"{self.variant}: {len(found)} {kind} named {name}"
+        return found[0]
+
+    def names(self, kind: str) -> set[str]:
+        return {d["metadata"]["name"] for d in self.of_kind(kind)}
+
+    def pod_owners(self) -> Iterator[dict[str, Any]]:
+        for kind in POD_OWNERS:
+            yield from self.of_kind(kind)
+
+    def pods_labelled(self, name: str) -> list[dict[str, Any]]:
+        """Owners whose pods carry app.kubernetes.io/name=name."""
+        return [o for o in self.pod_owners() if pod_labels(o).get("app.kubernetes.io/name") == name]
+
+
+def pod_spec(owner: dict[str, Any]) -> dict[str, Any]:
+    return owner["spec"]["template"]["spec"]
+
+
+def pod_labels(owner: dict[str, Any]) -> dict[str, str]:
+    return owner["spec"]["template"]["metadata"].get("labels", {})
+
+
+def containers(owner: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = pod_spec(owner)
+    return spec.get("initContainers", []) + spec["containers"]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Manifests]:
+    workdir = tmp_path_factory.mktemp("kustomize")
+    return {name: Manifests(name, kustomize(overlay, components, workdir))
+            for name, (overlay, components) in VARIANTS.items()}
+
+
+@pytest.fixture(params=list(VARIANTS))
+def manifests(request: pytest.FixtureRequest, rendered: dict[str, Manifests]) -> Manifests:
+    return rendered[request.param]
+
+
+# -- containers as workloads ----------------------------------------------------------------------
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion of env values, command and args (unknown names stay as is)."""
+    return _VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), text)
+
+
+def container_env(m: Manifests, container: dict[str, Any]) -> dict[str, str]:
+    """The environment a container starts with: envFrom, then env with references resolved."""
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        ref = source.get("configMapRef") or source.get("secretRef")
+        kind = "ConfigMap" if "configMapRef" in source else "Secret"
+        env.update(object_data(m, kind, ref["name"]))
+    for item in container.get("env", []):
+        if "value" in item:
+            env[item["name"]] = expand(str(item["value"]), env)
+            continue
+        ref = item["valueFrom"]
+        kind, key_ref = ("ConfigMap", ref["configMapKeyRef"]) if "configMapKeyRef" in ref else ("Secret", ref["secretKeyRef"])
+        data = object_data(m, kind, key_ref["name"])
+        assert key_ref["key"] in data, f"{m.variant}: {kind} {key_ref['name']} has no key {key_ref['key']}"
+        env[item["name"]] = data[key_ref["key"]]
+    return env
+
+
+def object_data(m: Manifests, kind: str, name: str) -> dict[str, str]:
+    obj = m.get(kind, name)
+    data = dict(obj.get("data", {}))
+    if kind == "Secret":
+        data = {k: base64.b64decode(v).decode() for k, v in data.items()}
+        data.update(obj.get("stringData", {}))
+    return data
+
+
+def volume_ids(owner: dict[str, Any]) -> tuple[dict[str, str], set[str]]:
+    """Each pod volume's identity across pods (a claim, a claim template, ...) and the ephemeral ones."""
+    ids: dict[str, str] = {}
+    ephemeral: set[str] = set()
+    for volume in pod_spec(owner).get("volumes", []):
+        name = volume["name"]
+        if "persistentVolumeClaim" in volume:
+            ids[name] = f"pvc/{volume['persistentVolumeClaim']['claimName']}"
+        elif "emptyDir" in volume:
+            ids[name] = f"emptyDir/{owner['metadata']['name']}/{name}"
+            ephemeral.add(ids[name])
+        else:
+            source = next(k for k in volume if k != "name")
+            ids[name] = f"{source}/{volume[source].get('name', name)}"
+    for template in owner["spec"].get("volumeClaimTemplates", []):
+        ids[template["metadata"]["name"]] = f"template/{owner['metadata']['name']}/{template['metadata']['name']}"
+    return ids, ephemeral
+
+
+def workloads(m: Manifests) -> Iterator[tuple[dict[str, Any], Workload, set[str]]]:
+    """(owner, workload, ephemeral volume ids) for every container of every pod template."""
+    for owner in m.pod_owners():
+        ids, ephemeral = volume_ids(owner)
+        for c in containers(owner):
+            env = container_env(m, c)
+            argv = [expand(a, env) for a in c.get("command", []) + c.get("args", [])]
+            mounts = {}
+            for mount in c.get("volumeMounts", []):
+                assert mount["name"] in ids, f"{m.variant}: {c['name']} mounts undefined volume {mount['name']}"
+                volume = ids[mount["name"]] + (f"/{mount['subPath']}" if mount.get("subPath") else "")
+                mounts[mount["mountPath"]] = (volume, bool(mount.get("readOnly")))
+            ports = {p["containerPort"] for p in c.get("ports", [])}
+            yield owner, Workload(c["name"], c["image"], argv, env, mounts, ports), ephemeral
+
+
+def app_workloads(m: Manifests) -> list[Workload]:
+    return [w for _, w, _ in workloads(m) if w.is_app()]
+
+
+def workload(m: Manifests, name: str) -> Workload:
+    found = [w for _, w, _ in workloads(m) if w.name == name]
+    assert len(found) == 1, f"{m.variant}: {len(found)} containers named {name}"
+    return found[0]
+
+
+def named_port(container: dict[str, Any], port: int | str) -> int:
+    """A probe's or a Service's target port as a number (named ports must exist)."""
+    if isinstance(port, int):
+        return port
+    numbers = [p["containerPort"] for p in container.get("ports", []) if p.get("name") == port]
+    assert numbers, f"container {container['name']} has no port named {port}"
+    return numbers[0]
+
+
+# -- services and addresses -----------------------------------------------------------------------
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A label selector (matchLabels and matchExpressions) against a set of labels."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expr in selector.get("matchExpressions", []):
+        key, op, values = expr["key"], expr["operator"], expr.get("values", [])
+        if (op == "In" and labels.get(key) not in values) or (op == "NotIn" and labels.get(key) in values) \
+                or (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
+            return False
+        assert op in ("In", "NotIn", "Exists", "DoesNotExist"), f"unknown operator {op}"
+    return True
+
+
+def service_backends(m: Manifests, service: dict[str, Any], port: int) -> list[tuple[dict[str, Any], int]]:
+    """(owner, container port) of every pod template a Service sends its `port` to."""
+    matches = [p for p in service["spec"]["ports"] if p["port"] == port]
+    assert matches, f"{m.variant}: Service {service['metadata']['name']} has no port {port}"
+    target = matches[0].get("targetPort", port)
+    backends = []
+    for owner in m.pod_owners():
+        if selects({"matchLabels": service["spec"]["selector"]}, pod_labels(owner)):
+            for c in containers(owner):
+                declared = {p["containerPort"] for p in c.get("ports", [])} | {p.get("name") for p in c.get("ports", [])}
+                if target in declared:
+                    backends.append((owner, named_port(c, target)))
+    return backends
+
+
+def resolve_address(m: Manifests, host: str, port: int) -> tuple[dict[str, Any], list[tuple[dict[str, Any], int]]] | None:
+    """The Service an in-cluster address names (`svc`, `svc.ns...` or `pod.headless-svc`) and its backends."""
+    labels = host.split(".")
+    services = m.names("Service")
+    for index, candidate in enumerate(labels[:2]):
+        if candidate in services:
+            service = m.get("Service", candidate)
+            # Only a headless Service that governs a StatefulSet gives its pods DNS names.
+            assert index == 0 or (service["spec"].get("clusterIP") == "None" and any(
+                o["spec"].get("serviceName") == candidate for o in m.of_kind("StatefulSet"))), \
+                f"{m.variant}: {host} names a pod of {candidate}, which is not a headless governing Service"
+            return service, service_backends(m, service, port)
+    return None
+
+
+def addresses(w: Workload) -> set[tuple[str, int]]:
+    text = "\n".join([*w.argv, *w.env.values()])
+    return {(host, int(port)) for host, port in _ADDRESS.findall(text)}
+
+
+# -- NetworkPolicy semantics ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Peer:
+    """A connecting pod: its namespace's labels and its own."""
+
+    name: str
+    namespace_labels: tuple[tuple[str, str], ...]
+    labels: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, name: str, namespace: str, labels: dict[str, str]) -> "Peer":
+        ns = {"kubernetes.io/metadata.name": namespace}
+        return cls(name, tuple(sorted(ns.items())), tuple(sorted(labels.items())))
+
+
+def peer_matches(rule_peer: dict[str, Any], policy_namespace: str, source: Peer) -> bool:
+    assert "ipBlock" not in rule_peer, "ipBlock peers are not modelled by this check"
+    ns_labels, labels = dict(source.namespace_labels), dict(source.labels)
+    if "namespaceSelector" in rule_peer:
+        if not selects(rule_peer["namespaceSelector"], ns_labels):
+            return False
+    elif ns_labels["kubernetes.io/metadata.name"] != policy_namespace:
+        return False
+    return selects(rule_peer.get("podSelector", {}), labels)
+
+
+def port_matches(rule_ports: list[dict[str, Any]] | None, number: int, name: str | None) -> bool:
+    if not rule_ports:
+        return True
+    for p in rule_ports:
+        if p.get("protocol", "TCP") != "TCP":
+            continue
+        port = p.get("port")
+        if port is None or port == number or (name is not None and port == name) \
+                or (isinstance(port, int) and port <= number <= p.get("endPort", port)):
+            return True
+    return False
+
+
+def ingress_allowed(m: Manifests, source: Peer, target: dict[str, Any], number: int, name: str | None) -> bool:
+    """Whether the policies let `source` open a TCP connection to port `number` of `target`'s pods."""
+    labels = pod_labels(target)
+    policies = [p for p in m.of_kind("NetworkPolicy")
+                if "Ingress" in p["spec"].get("policyTypes", ["Ingress"])
+                and p["metadata"]["namespace"] == target["metadata"]["namespace"]
+                and selects(p["spec"]["podSelector"], labels)]
+    if not policies:
+        return True
+    for policy in policies:
+        for rule in policy["spec"].get("ingress", []):
+            peers = rule.get("from") or []
+            if (not peers or any(peer_matches(p, policy["metadata"]["namespace"], source) for p in peers)) \
+                    and port_matches(rule.get("ports"), number, name):
+                return True
+    return False
+
+
+# ==================================================================================================
+def test_every_overlay_renders_with_and_without_the_ingress(rendered: dict[str, Manifests]) -> None:
+    for name, m in rendered.items():
+        assert m.names("Ingress") == ({"ratings"} if "ingress" in name else set()), name
+        for doc in m.docs:
+            meta = doc["metadata"]
+            if doc["kind"] != "Namespace":
+                assert meta.get("namespace") == NAMESPACE, f"{name}: {doc['kind']}/{meta['name']} outside {NAMESPACE}"
+            assert meta.get("labels", {}).get("app.kubernetes.io/part-of") == "tengen", f"{name}: {doc['kind']}/{meta['name']}"
+        assert m.names("Namespace") == {NAMESPACE}
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_manifests_validate_against_the_kubernetes_schemas(manifests: Manifests, version: str) -> None:
+    for doc in manifests.docs:
+        where = f"{manifests.variant}: {doc['kind']}/{doc['metadata']['name']}"
+        try:
+            kubernetes_validate.validate(doc, version, strict=True)
+        except kubernetes_validate.SchemaNotFoundError:
+            # Custom resources (a Strimzi Kafka, say) would be validated against their CRD's
+            # openAPIV3Schema; the manifests use none (k8s/base/kafka/kafka.yaml says why).
+            pytest.fail(f"{where}: {doc['apiVersion']} {doc['kind']} has no schema in Kubernetes {version} "
+                        "(a custom resource needs its CRD schema checked in here)")
+        except kubernetes_validate.ValidationError as err:
+            pytest.fail(f"{where} is invalid for Kubernetes {version}: {err.message} at {list(err.absolute_path)}")
+
+
+def test_schema_validation_rejects_mistakes(rendered: dict[str, Manifests]) -> None:
+    """The validation can fail: a misspelt field, a wrong type and an unknown kind are caught."""
+    version = KUBERNETES_VERSIONS[-1]
+    triton = rendered["gpu"].get("Deployment", "triton")
+    misspelt = copy.deepcopy(triton)
+    misspelt["spec"]["template"]["spec"]["containers"][0]["resource"] = {}
+    wrong_type = copy.deepcopy(triton)
+    wrong_type["spec"]["replicas"] = "one"
+    for broken in (misspelt, wrong_type):
+        with pytest.raises(kubernetes_validate.ValidationError):
+            kubernetes_validate.validate(broken, version, strict=True)
+    with pytest.raises(kubernetes_validate.SchemaNotFoundError):
+        kubernetes_validate.validate({"apiVersion": "kafka.strimzi.io/v1beta2", "kind": "Kafka",
+                                      "metadata": {"name": "x"}}, version, strict=True)
+
+
+def test_references_resolve(manifests: Manifests) -> None:
+    m = manifests
+    claims = m.names("PersistentVolumeClaim")
+    for owner in m.pod_owners():
+        where = f"{m.variant}: {owner['kind']}/{owner['metadata']['name']}"
+        for volume in pod_spec(owner).get("volumes", []):
+            if "persistentVolumeClaim" in volume:
+                assert volume["persistentVolumeClaim"]["claimName"] in claims, f"{where}: no PVC for {volume['name']}"
+            if "configMap" in volume:
+                data = object_data(m, "ConfigMap", volume["configMap"]["name"])
+                assert all(i["key"] in data for i in volume["configMap"].get("items", [])), where
+            if "secret" in volume:
+                object_data(m, "Secret", volume["secret"]["secretName"])
+        for c in containers(owner):
+            container_env(m, c)  # every ConfigMap, Secret and key named exists
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                action = c.get(probe, {}).get("httpGet") or c.get(probe, {}).get("tcpSocket")
+                if action:
+                    named_port(c, action["port"])
+        if owner["kind"] == "StatefulSet":
+            m.get("Service", owner["spec"]["serviceName"])
+        if owner["kind"] != "Job":  # a Job's selector is generated
+            assert selects(owner["spec"]["selector"], pod_labels(owner)), f"{where}: selector misses its own pods"
+    for service in m.of_kind("Service"):
+        for port in service["spec"]["ports"]:
+            assert service_backends(m, service, port["port"]), \
+                f"{m.variant}: Service {service['metadata']['name']} port {port['port']} reaches no container port"
+    for budget in m.of_kind("PodDisruptionBudget"):
+        assert [o for o in m.pod_owners() if selects(budget["spec"]["selector"], pod_labels(o))], \
+            f"{m.variant}: PDB {budget['metadata']['name']} selects no pods"
+    for policy in m.of_kind("NetworkPolicy"):
+        selector = policy["spec"]["podSelector"]
+        assert not selector or any(selects(selector, pod_labels(o)) for o in m.pod_owners()), \
+            f"{m.variant}: NetworkPolicy {policy['metadata']['name']} selects no pods"
+    for ingress in m.of_kind("Ingress"):
+        for rule in ingress["spec"]["rules"]:
+            for path in rule["http"]["paths"]:
+                backend = path["backend"]["service"]
+                ports = m.get("Service", backend["name"])["spec"]["ports"]
+                assert any(p.get("name") == backend["port"].get("name") or p["port"] == backend["port"].get("number")
+                           for p in ports), f"{m.variant}: Ingress backend {backend}"
+
+
+def test_app_containers_agree_with_the_code(manifests: Manifests) -> None:
+    m = manifests
+    known = env_names_read()
+    apps = app_workloads(m)
+    assert {w.name for w in apps} >= APP_CONTAINERS
+    for w in apps:
+        assert w.argv, f"{m.variant}: {w.name} has no command (the image's default would run the trainer)"
+        check_entry_point(w.argv)
+        config = check_env(w, known)
+        for target, (host, port) in check_connections(w, config).items():
+            resolved = resolve_address(m, host, port)
+            assert resolved is not None, f"{m.variant}: {w.name}: {target} host {host} is no Service"
+            _, backends = resolved
+            assert {pod_labels(o)["app.kubernetes.io/name"] for o, _ in backends} == {CONNECTION_PODS[target]}, \
+                f"{m.variant}: {w.name}: {host}:{port} does not lead to {CONNECTION_PODS[target]}"
+            assert {number for _, number in backends} == {port}, f"{m.variant}: {w.name}: {host}:{port} lands on another port"
+    # The ratings database URL carries the user, password and database PostgreSQL is created with.
+    from sqlalchemy.engine import make_url
+
+    url = make_url(workload(m, "ratings").env["TENGEN_DATABASE_URL"])
+    postgres = workload(m, "postgres").env
+    assert (url.username, url.password, url.database) == (
+        postgres["POSTGRES_USER"], postgres["POSTGRES_PASSWORD"], postgres["POSTGRES_DB"])
+
+
+def test_ports_and_probes_agree_with_the_code(manifests: Manifests) -> None:
+    from services.trainer.__main__ import build_parser as trainer_parser
+    from tengen.ratings.config import DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT
+
+    m = manifests
+
+    def container(kind: str, owner: str, name: str) -> dict[str, Any]:
+        return next(c for c in containers(m.get(kind, owner)) if c["name"] == name)
+
+    def probe(c: dict[str, Any], kind: str) -> tuple[str, int]:
+        action = c[kind]["httpGet"]
+        return action["path"], named_port(c, action["port"])
+
+    trainer = container("StatefulSet", "trainer", "trainer")
+    port = trainer_parser().get_default("http_port")
+    assert int(workload(m, "trainer").env["TENGEN_TRAINER_HTTP_PORT"]) == port
+    assert probe(trainer, "readinessProbe") == probe(trainer, "livenessProbe") == ("/healthz", port)
+
+    ratings = container("Deployment", "ratings", "ratings")
+    env = workload(m, "ratings").env
+    assert (int(env["TENGEN_RATINGS_GRPC_PORT"]), int(env["TENGEN_RATINGS_HTTP_PORT"])) == (DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT)
+    assert workload(m, "ratings").ports == {DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT}
+    assert probe(ratings, "readinessProbe") == ("/healthz", DEFAULT_HTTP_PORT)
+
+    # Triton: the ports its entrypoint starts it on, probed on its own health endpoints.
+    defaults = TritonConfig()
+    triton = container("Deployment", "triton", "triton")
+    entrypoint = (REPO / "docker" / "triton-entrypoint.sh").read_text()
+    for flag, number in (("http", defaults.http_port), ("grpc", defaults.grpc_port), ("metrics", defaults.metrics_port)):
+        assert f"--{flag}-port={number}" in entrypoint
+    assert workload(m, "triton").ports == {defaults.http_port, defaults.grpc_port, defaults.metrics_port}
+    assert probe(triton, "readinessProbe") == ("/v2/health/ready", defaults.http_port)
+    assert probe(triton, "livenessProbe") == probe(triton, "startupProbe") == ("/v2/health/live", defaults.http_port)
+
+    tensorboard = container("StatefulSet", "trainer", "tensorboard")
+    argv = tensorboard["command"]
+    assert probe(tensorboard, "readinessProbe") == ("/", int(argv[argv.index("--port") + 1]))
+
+    # Kafka advertises the address the clients use, on the port its listener binds.
+    kafka = workload(m, "kafka")
+    assert ":9092" in kafka.env["KAFKA_LISTENERS"] and "kafka-headless:9092" in " ".join(kafka.argv)
+    assert kafka.env["KAFKA_LOG_DIRS"].startswith(next(iter(kafka.mounts)))
+
+
+def test_volumes_persist_what_services_write_and_share_what_others_read(manifests: Manifests) -> None:
+    m = manifests
+    known = env_names_read()
+    for owner, w, ephemeral in workloads(m):
+        if w.is_app():
+            check_persistence(w, check_env(w, known), ephemeral)
+    # Kafka and PostgreSQL keep their data on their claim templates.
+    for name, data_dir in (("kafka", "KAFKA_LOG_DIRS"), ("postgres", "PGDATA")):
+        w = workload(m, name)
+        found = mount_of(w, PurePosixPath(w.env[data_dir]))
+        assert found is not None and found[1][0].startswith(f"template/{name}/"), f"{m.variant}: {name} data on {found}"
+
+    triton = workload(m, "triton")
+    repository = triton.env["TRITON_MODEL_REPOSITORY"]
+    models_volume, read_only = triton.mounts[repository]
+    assert read_only, "Triton only reads the repository"
+    assert workload(m, "model-init").mounts["/data/models"] == (models_volume, False)
+    trainer = workload(m, "trainer")
+    assert trainer.mounts["/data/tensorboard"][0] == workload(m, "tensorboard").mounts["/data/tensorboard"][0]
+    # Volumes that pods of different workloads share must be ReadWriteMany where pods may land on
+    # different nodes (the gpu overlay); the cpu overlay runs on one node, where RWO is enough.
+    users: dict[str, set[str]] = {}
+    for owner, w, _ in workloads(m):
+        for volume, _ in w.mounts.values():
+            if volume.startswith("pvc/"):
+                users.setdefault(volume.split("/")[1], set()).add(owner["metadata"]["name"])
+    for claim in m.of_kind("PersistentVolumeClaim"):
+        name = claim["metadata"]["name"]
+        assert name in users, f"{m.variant}: PVC {name} is mounted by nothing"
+        if len(users[name]) > 1 and m.variant.startswith("gpu"):
+            assert claim["spec"]["accessModes"] == ["ReadWriteMany"], f"{name} is shared by {sorted(users[name])}"
+
+
+def quantity(value: str | int) -> float:
+    """A Kubernetes resource quantity (500m, 2, 512Mi, 4Gi, 1G) as a number."""
+    text = str(value)
+    suffixes = {"m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([A-Za-z]*)", text)
+    assert match and match.group(2) in ("", *suffixes), f"not a quantity: {text}"
+    return float(match.group(1)) * suffixes.get(match.group(2), 1)
+
+
+def test_every_container_has_requests_and_limits_and_gpus_where_the_overlay_says(manifests: Manifests) -> None:
+    m = manifests
+    gpu_users = set()
+    for owner in m.pod_owners():
+        for c in containers(owner):
+            resources = c.get("resources", {})
+            for key in ("cpu", "memory"):
+                request, limit = resources.get("requests", {}).get(key), resources.get("limits", {}).get(key)
+                assert request is not None and limit is not None, f"{m.variant}: {c['name']} lacks a {key} request or limit"
+                assert quantity(request) <= quantity(limit), f"{m.variant}: {c['name']} {key} request {request} > limit {limit}"
+            if "nvidia.com/gpu" in resources.get("limits", {}):
+                gpu_users.add(owner["metadata"]["name"])
+                tolerations = pod_spec(owner).get("tolerations", [])
+                assert any(t["key"] == "nvidia.com/gpu" for t in tolerations), f"{c['name']} cannot land on tainted GPU nodes"
+    gpu = m.variant.startswith("gpu")
+    assert gpu_users == ({"triton", "trainer"} if gpu else set())
+    backend = workload(m, "model-init").env["TENGEN_MODEL_BACKEND"]
+    assert backend in CONFIG_TEMPLATES and ("KIND_GPU" in CONFIG_TEMPLATES[backend].read_text()) == gpu
+    trainer = workload(m, "trainer")
+    assert trainer.env["TENGEN_TRAINER_DEVICE"] == ("cuda" if gpu else "cpu")
+    assert trainer.image.endswith("-cuda") == gpu
+    assert trainer.env["TENGEN_PRESET"] == ("paper" if gpu else "cpu")
+    # Kafka: the voters list one node per replica; topics replicate over all of them.
+    kafka = m.get("StatefulSet", "kafka")
+    replicas = kafka["spec"]["replicas"]
+    voters = workload(m, "kafka").env["KAFKA_CONTROLLER_QUORUM_VOTERS"].split(",")
+    assert voters == [f"{i}@kafka-{i}.kafka-headless:9093" for i in range(replicas)]
+    topics = workload(m, "create-topics").env
+    assert int(topics["TOPIC_REPLICATION_FACTOR"]) == replicas == int(workload(m, "kafka").env["KAFKA_DEFAULT_REPLICATION_FACTOR"])
+    assert int(topics["TOPIC_MIN_INSYNC_REPLICAS"]) == (2 if replicas >= 3 else 1)
+
+
+def test_disruption_budgets_cover_the_replicated_services(manifests: Manifests) -> None:
+    m = manifests
+    covered = {o["metadata"]["name"] for b in m.of_kind("PodDisruptionBudget")
+               for o in m.pod_owners() if selects(b["spec"]["selector"], pod_labels(o))}
+    assert covered >= {"kafka", "ratings"}
+    for budget in m.of_kind("PodDisruptionBudget"):
+        (owner,) = [o for o in m.pod_owners() if selects(budget["spec"]["selector"], pod_labels(o))]
+        replicas = owner["spec"].get("replicas", 1)
+        # A budget a single replica can never satisfy would block every node drain.
+        assert budget["spec"].get("maxUnavailable", 0) >= 1 or budget["spec"].get("minAvailable", 0) < replicas, budget
+
+
+def needed_connections(m: Manifests) -> set[tuple[str, str, int]]:
+    """(client, server, server container port) for every address a workload is configured with,
+    plus Triton's HTTP port for code that uses it."""
+    needed = set()
+    for owner, w, _ in workloads(m):
+        client = owner["metadata"]["name"]
+        for host, port in addresses(w):
+            resolved = resolve_address(m, host, port)
+            if resolved is not None:
+                needed |= {(client, server["metadata"]["name"], number) for server, number in resolved[1]}
+        if w.is_app() and ".triton.http_port" in entry_point_sources(w.argv):
+            needed |= {(client, s["metadata"]["name"], n)
+                       for s, n in resolve_address(m, "triton", TritonConfig().http_port)[1]}
+    return needed
+
+
+def policy_mismatches(m: Manifests, needed: set[tuple[str, str, int]]) -> list[str]:
+    """Every (source, pod port) whose NetworkPolicy verdict differs from what the workloads need."""
+    owners = {o["metadata"]["name"]: o for o in m.pod_owners()}
+    # Ratings is public (reads are open, writes need the token): gating, the CLI, the Ingress.
+    public = {(name, p["containerPort"]) for name in ["ratings"] for c in containers(owners[name]) for p in c.get("ports", [])}
+    # Prometheus in the `monitoring` namespace scrapes /metrics of each service that serves it.
+    scraped = {("triton", TritonConfig().metrics_port)}
+    for owner, w, _ in workloads(m):
+        scraped |= {(owner["metadata"]["name"], int(v)) for k, v in w.env.items() if re.fullmatch(r"TENGEN_\w+_HTTP_PORT", k)}
+    monitoring = Peer.of("prometheus", "monitoring", {"app.kubernetes.io/name": "prometheus"})
+    stranger = Peer.of("stranger", "default", {"app": "curl"})
+    sources = [Peer.of(name, NAMESPACE, pod_labels(o)) for name, o in owners.items()] + [monitoring, stranger]
+    wrong = []
+    for target_name, target in owners.items():
+        for c in containers(target):
+            for p in c.get("ports", []):
+                number = p["containerPort"]
+                for source in sources:
+                    allowed = ingress_allowed(m, source, target, number, p.get("name"))
+                    expected = ((source.name, target_name, number) in needed or (target_name, number) in public
+                                or (source is monitoring and (target_name, number) in scraped))
+                    if allowed != expected:
+                        wrong.append(f"{source.name} -> {target_name}:{number} {'allowed' if allowed else 'blocked'}")
+    return sorted(wrong)
+
+
+def test_network_policies_allow_exactly_the_connections_the_workloads_make(manifests: Manifests) -> None:
+    m = manifests
+    needed = needed_connections(m)
+    wrong = policy_mismatches(m, needed)
+    assert not wrong, f"{m.variant}: NetworkPolicies disagree with the configured connections:\n" + "\n".join(wrong)
+    # The documented paths, spelt out: the database only from ratings, Triton only from its clients.
+    sources_of = lambda server, port: {c for c, s, n in needed if (s, n) == (server, port)}  # noqa: E731
+    assert sources_of("postgres", 5432) == {"ratings"}
+    assert sources_of("triton", TritonConfig().grpc_port) >= {"model-init"}
+    assert "trainer" not in sources_of("triton", TritonConfig().grpc_port) | sources_of("triton", TritonConfig().http_port)
+
+
+def test_network_policy_check_can_fail(rendered: dict[str, Manifests]) -> None:
+    """Opening Postgres to every pod of the namespace is reported."""
+    m = rendered["cpu"]
+    loose = Manifests("loose", copy.deepcopy(m.docs))
+    policy = loose.get("NetworkPolicy", "postgres")
+    policy["spec"]["ingress"][0]["from"] = [{"podSelector": {}}]
+    trainer = Peer.of("trainer", NAMESPACE, pod_labels(m.get("StatefulSet", "trainer")))
+    postgres = loose.get("StatefulSet", "postgres")
+    assert not ingress_allowed(m, trainer, m.get("StatefulSet", "postgres"), 5432, "postgres")
+    assert ingress_allowed(loose, trainer, postgres, 5432, "postgres")
+    assert policy_mismatches(m, needed_connections(m)) == []
+    assert "trainer -> postgres:5432 allowed" in policy_mismatches(loose, needed_connections(loose))
+
+
+def test_kustomize_reports_a_broken_overlay(tmp_path: Path) -> None:
+    """A patch naming a missing object fails the render instead of being skipped."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    overlay.joinpath("patch.yaml").write_text(yaml.safe_dump(
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "no-such"}, "spec": {"replicas": 2}}))
+    overlay.joinpath("kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": [os.path.relpath(K8S / "base", overlay)], "patches": [{"path": "patch.yaml"}]}))
+    out = subprocess.run([tool("kubectl"), "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "no-such" in out.stderr
