@@ -267,7 +267,7 @@ def render_line(status: Status) -> str:
     down = [s.name for s in status.services if s.state != "up"]
     gating = format_gating(status.gating)
     leaders = status.leaders
-    top = "-" if not leaders else f"{leaders[0].name} {leaders[0].elo:+.0f}"
+    top = "-" if leaders is None else f"{leaders[0].name} {leaders[0].elo:+.0f}" if leaders else "none rated yet"
     return (f"[{_elapsed(status)}] games {_n(status.games_played)} played, {_n(status.games_ingested)} ingested | "
             f"window {_n(status.window_rows)}/{_n(status.rows_total)} rows | samples {_n(status.samples)} | "
             f"candidates {status.candidates} | version {_n(status.version)} | gating: {gating} | top: {top}"

@@ -210,7 +210,7 @@ class Supervisor:
                         f"{child.name} died {entry.quick_failures} times in a row within {self.quick_failure_s:.0f} s "
                         f"of starting ({child.exit_reason()}); see {child.log_path()}:\n{log_tail(child.log_path())}")
                 entry.restart_at = now + entry.backoff_s
-                self._event(logging.WARNING, "%s died (%s) after %.0f s; restarting in %.0f s (see %s)",
+                self._event(logging.WARNING, "%s died (%s) after %.0f s; restarting in %.1f s (see %s)",
                             child.name, child.exit_reason(), uptime, entry.backoff_s, child.log_path())
                 entry.backoff_s = min(entry.backoff_s * 2, self.max_backoff_s)
             if entry.restart_at is not None and now >= entry.restart_at:

@@ -1,0 +1,228 @@
+"""`tengen run` without the whole loop: duration parsing, bad flags, the status view from a data
+dir laid out by hand, and the supervisor's restarts, give-up and stop order with real processes."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tengen.cli import main
+from tengen.commands.run import parse_duration
+from tengen.config import load_config
+from tengen.data.rows import TrainingRows
+from tengen.data.window import Window
+from tengen.go import planes
+from tengen.run.status import LeaderRow, Status, StatusReader, format_gating, render_line, render_screen
+from tengen.run.supervisor import ChildState, ServiceProcess, Supervisor, SupervisorError
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("90s", 90), ("30m", 1800), ("2h", 7200), ("1h30m", 5400), ("1d", 86400), ("1.5m", 90), (" 2m 30s ", 150),
+])
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["30", "", "m", "10x", "5m3", "0s", "-5m", "1h-30m", "m30"])
+def test_bad_durations_are_refused(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="duration"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--duration", "30"], "bad duration"),
+    (["run", "--workers", "0"], "at least 1"),
+    (["run", "--workers", "two"], "whole number"),
+    (["run", "--status-every", "0"], "positive"),
+    (["run", "--no-such-flag"], "unrecognized arguments"),
+])
+def test_bad_flags_exit_2_with_a_message(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_unknown_preset_is_refused_before_anything_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--preset", "nope", "--data-dir", str(tmp_path / "d")]) == 2
+    assert "unknown preset 'nope'" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
+
+
+def test_data_dir_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    assert main(["run", "--preset", "tiny", "--data-dir", str(target)]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+def test_help_explains_the_run(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for phrase in ("broker", "Triton", "ratings", "trainer", "gating", "selfplay", "version 1", "restarted",
+                   "continues the run", "--duration", "run.json", "tengen models promote"):
+        assert phrase in text
+
+
+# -- status ---------------------------------------------------------------------------------------
+def _rows(n: int, size: int = 7) -> TrainingRows:
+    area = size * size
+    return TrainingRows(
+        x_size=size, y_size=size,
+        spatial=np.zeros((n, planes.NUM_SPATIAL, size, size), np.float32),
+        global_inputs=np.zeros((n, planes.NUM_GLOBAL), np.float32),
+        policy=np.full((n, area + 1), 1.0 / (area + 1), np.float32),
+        opponent_policy=np.full((n, area + 1), 1.0 / (area + 1), np.float32),
+        value=np.tile(np.float32([1, 0, 0]), (n, 1)),
+        score=np.zeros(n, np.float32),
+        ownership=np.zeros((n, size, size), np.float32),
+        weight=np.ones(n, np.float32),
+    )
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    """A data dir as a run leaves it: window with 3 games, candidates, decisions, two versions."""
+    config = load_config("tiny")
+    window = Window(tmp_path / "trainer" / "window", pos_len=7, c=config.trainer.window_c)
+    for i, n in enumerate((300, 300, 400)):
+        window.append(f"game-{i}", _rows(n))
+    (tmp_path / "candidates").mkdir()
+    for samples in (1000, 2000):
+        (tmp_path / "candidates" / f"candidate-{samples:012d}.pt").write_bytes(b"")
+    (tmp_path / "candidates" / "candidate-000000003000.pt.tmp").write_bytes(b"")  # mid-write: not counted
+    (tmp_path / "gating").mkdir()
+    decisions = [
+        {"candidate": "candidate-000000001000", "wins": 1, "losses": 7, "games": 8, "promoted": False,
+         "promoted_version": None, "reason": "1 wins < 4 needed"},
+        {"candidate": "candidate-000000002000", "wins": 6, "losses": 2, "games": 8, "promoted": True,
+         "promoted_version": 2, "reason": "6 wins >= 4"},
+    ]
+    text = "".join(json.dumps(d) + "\n" for d in decisions) + '{"candidate": "torn'
+    (tmp_path / "gating" / "decisions.jsonl").write_text(text)
+    for version in (1, 2):
+        (tmp_path / "models" / "tengen" / str(version)).mkdir(parents=True)
+    return tmp_path
+
+
+def test_status_reads_the_data_dir(run_dir: Path) -> None:
+    config = load_config("tiny")
+    # Nothing listens on these: the figures the services serve are unknown, not errors.
+    reader = StatusReader(run_dir, config, trainer_metrics="http://127.0.0.1:9/metrics",
+                          selfplay_metrics=["http://127.0.0.1:9/metrics"], ratings_url=None)
+    status = reader.read()
+    assert status.rows_total == 1000
+    assert status.window_rows == 681  # c = 500: 500 (1 + 0.4 (2^0.75 - 1) / 0.75) = 681.8
+    assert status.games_ingested == 3
+    assert status.candidates == 2 and status.latest_candidate == "candidate-000000002000"
+    assert status.samples == 2000
+    assert status.version == 2
+    assert status.gating is not None and status.gating["promoted_version"] == 2
+    assert status.games_played is None and status.leaders is None
+
+    # The id log is read incrementally: a new game is counted once.
+    Window(run_dir / "trainer" / "window", pos_len=7, c=config.trainer.window_c).append("game-3", _rows(10))
+    again = reader.read()
+    assert again.games_ingested == 4 and again.rows_total == 1010
+
+    status.elapsed_s, status.duration_s = 125, 600
+    status.services = [ChildState("broker", "up", 0, 1), ChildState("trainer", "restarting in 4 s", 2, None)]
+    status.leaders = [LeaderRow("v2", 35.4, 16), LeaderRow("v1", -35.4, 16)]
+    screen = render_screen(status, "tengen run")
+    assert "up 0:02:05 of 0:10:00" in screen
+    assert "trainer restarting in 4 s (2 restarts)" in screen
+    assert "681 rows used of 1,000 ever" in screen
+    assert "2,000 samples" in screen
+    assert "candidate-000000002000 6-2 of 8: promoted as v2 (6 wins >= 4)" in screen
+    assert "version 2" in screen
+    assert "1. v2 +35 (16 games)  2. v1 -35 (16 games)" in screen
+    line = render_line(status)
+    assert "\n" not in line
+    assert line.startswith("[0:02:05 of 0:10:00] games - played, 3 ingested")
+    assert "window 681/1,000 rows" in line and "version 2" in line and "top: v2 +35" in line
+    assert "not up: trainer" in line
+
+
+def test_status_of_an_empty_data_dir(tmp_path: Path) -> None:
+    status = StatusReader(tmp_path, load_config("tiny")).read()
+    assert (status.rows_total, status.games_ingested, status.candidates, status.version, status.gating) == \
+        (None, None, 0, None, None)
+    assert "window -/- rows" in render_line(status)
+    assert format_gating(None) == "no decision yet"
+    assert "rejected" in format_gating({"candidate": "c", "wins": 1, "losses": 7, "games": 8, "promoted": False})
+
+
+def test_empty_leaderboard_is_not_shown_as_unknown() -> None:
+    status = Status(leaders=[])
+    assert "top: none rated yet" in render_line(status)
+    assert "no rated games yet" in render_screen(status, "t")
+
+
+# -- supervisor -----------------------------------------------------------------------------------
+def _python(tmp_path: Path, name: str, code: str) -> ServiceProcess:
+    return ServiceProcess(name, [sys.executable, "-c", code], {"PATH": "/usr/bin:/bin"}, tmp_path / f"{name}.log",
+                          stop_grace_s=5.0)
+
+
+def test_a_dead_child_is_restarted_with_backoff_and_logged(tmp_path: Path) -> None:
+    # Dies after 0.3 s the first time it starts, then keeps running.
+    marker = tmp_path / "started-once"
+    code = (f"import os, sys, time\nif not os.path.exists({str(marker)!r}):\n"
+            f"    open({str(marker)!r}, 'w').close(); time.sleep(0.3); print('dying'); sys.exit(3)\ntime.sleep(60)")
+    child = _python(tmp_path, "flaky", code)
+    supervisor = Supervisor([child], initial_backoff_s=0.5, quick_failure_s=0.1)
+    supervisor.start_all()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and supervisor.states()[0].restarts == 0:
+            supervisor.check()
+            time.sleep(0.05)
+        state = supervisor.states()[0]
+        assert state.restarts == 1 and state.state == "up" and state.pid is not None
+        assert any("flaky died (exit code 3)" in e and "restarting in 0.5 s" in e for e in supervisor.events)
+        assert "dying" in (tmp_path / "flaky.log").read_text()
+    finally:
+        supervisor.stop_all()
+    assert supervisor.states()[0].state == "stopped" and supervisor.pids() == {}
+
+
+def test_a_child_that_keeps_dying_at_start_stops_the_run(tmp_path: Path) -> None:
+    child = _python(tmp_path, "broken", "import sys; print('no such module, say'); sys.exit(1)")
+    supervisor = Supervisor([child], initial_backoff_s=0.05, max_backoff_s=0.05, max_quick_failures=3)
+    supervisor.start_all()
+    with pytest.raises(SupervisorError, match=r"(?s)broken died 3 times in a row.*exit code 1.*no such module") as exc:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            supervisor.check()
+            time.sleep(0.02)
+    assert str(tmp_path / "broken.log") in str(exc.value)
+    supervisor.stop_all()
+
+
+def test_children_stop_in_reverse_start_order(tmp_path: Path) -> None:
+    record = tmp_path / "order"
+    code = ("import signal, sys, time\n"
+            "def bye(*_):\n"
+            f"    open({str(record)!r}, 'a').write(sys.argv[1] + '\\n'); sys.exit(0)\n"
+            "signal.signal(signal.SIGTERM, bye)\n"
+            "print('up-' + sys.argv[1], flush=True)\n"
+            "while True: time.sleep(0.1)\n")
+    names = ["broker", "trainer", "selfplay-0"]
+    children = [ServiceProcess(n, [sys.executable, "-c", code, n], {"PATH": "/usr/bin:/bin"}, tmp_path / f"{n}.log")
+                for n in names]
+    supervisor = Supervisor(children)
+    supervisor.start_all()
+    for n in names:  # every child has its handler installed before the stop
+        deadline = time.monotonic() + 20
+        while f"up-{n}" not in (tmp_path / f"{n}.log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert set(supervisor.pids()) == set(names)
+    supervisor.stop_all()
+    assert record.read_text().split() == names[::-1]
+    assert [s.state for s in supervisor.states()] == ["stopped"] * 3
