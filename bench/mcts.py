@@ -1,0 +1,243 @@
+"""`tengen bench mcts`: playouts/s of the search alone (constant evaluator), Cython tree vs Python.
+
+What one playout does, in both searches: descend from the root by PUCT (c = 1.1, FPU reduction
+0.2) playing each chosen move on a copy of the root board, then at the leaf either score a
+finished game (two passes, or every point pass-alive: rules-engine scoring) or write the leaf's
+input features (tengen.go.features, all 18 planes and 10 globals) and take its evaluation, make
+the leaf's legal moves its children, and back the value up to the root.
+
+- Engine: `tengen.search.mcts.Tree` (C arenas, lazy child ordering, leaves gathered 8 at a time
+  with virtual loss, as the self-play runner does). The NN cache is off, so every leaf costs its
+  features: the figure is the tree's own cost, not the cache's.
+- Baseline, in the same run on the same positions: a straightforward pure-Python PUCT search
+  (a node object per position, children in a list scanned in full at every step, one leaf at a
+  time), playing its moves on the same compiled `tengen.go.board.Board` and encoding leaves with
+  the same compiled encoder. So the ratio measures the search code itself: both sides pay the same
+  rules engine and feature costs.
+
+The evaluator is a constant: uniform policy, even value, score 0 (no net time is measured).
+Searches start from positions a few random moves into games (0 to half the board's area moves),
+`--visits` visits each, cycling until the time share runs out.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import time
+
+import numpy as np
+
+DESCRIPTION = "search alone (constant evaluator), 9x9 and 19x19: Cython MCTS vs pure-Python PUCT, playouts/s"
+
+CPUCT = 1.1
+FPU_REDUCTION = 0.2
+SCORE_UTILITY_WEIGHT = 0.5
+LEAVES_PER_BATCH = 8
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seed", type=int, default=1, help="random seed for the positions (default 1)")
+    parser.add_argument("--visits", type=int, default=400, help="visits per search (default 400)")
+    parser.add_argument("--positions", type=int, default=8, help="start positions per board size (default 8)")
+    parser.add_argument("--sizes", default="9,19", help="board sizes, comma separated (default 9,19)")
+
+
+def _positions(size: int, count: int, seed: int) -> list:
+    """Boards after 0 .. area/2 random legal moves (evenly spread), never a finished game."""
+    from tengen.go.board import Board
+
+    rng = random.Random(seed * 1000 + size)
+    out = []
+    for i in range(count):
+        board = Board(size)
+        for _ in range(i * size * size // (2 * max(count - 1, 1))):
+            legal = np.flatnonzero(board.legal_moves()[:-1])
+            board.play(int(rng.choice(legal)) if len(legal) else board.pass_move)
+        out.append(board)
+    return out
+
+
+# ------------------------------------------------------------------------------ engine
+
+
+def _engine_playouts(positions: list, visits: int, seconds: float) -> tuple[int, float]:
+    """(playouts, elapsed) of Tree searches over the positions until `seconds` pass."""
+    from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
+    from tengen.search.mcts import NNCache, Tree
+
+    size = positions[0].x_size
+    spatial = np.zeros((LEAVES_PER_BATCH, NUM_SPATIAL, size, size), np.float32)
+    global_inputs = np.zeros((LEAVES_PER_BATCH, NUM_GLOBAL), np.float32)
+    policy = np.zeros((LEAVES_PER_BATCH, size * size + 1), np.float32)
+    value = np.zeros((LEAVES_PER_BATCH, 3), np.float32)
+    score = np.zeros((LEAVES_PER_BATCH, 2), np.float32)
+    tree = Tree(NNCache(0, size * size), cpuct=CPUCT, fpu_reduction=FPU_REDUCTION,
+                score_utility_weight=SCORE_UTILITY_WEIGHT)
+    playouts = 0
+    start = time.perf_counter()
+    while playouts == 0 or time.perf_counter() - start < seconds:
+        for board in positions:
+            tree.set_position(board)
+            tree.start_search(visits)
+            while not tree.done:
+                n = tree.select_leaves(LEAVES_PER_BATCH, spatial, global_inputs)
+                if n:
+                    tree.backup(policy[:n], value[:n], score[:n])
+            playouts += tree.visits
+    return playouts, time.perf_counter() - start
+
+
+# ------------------------------------------------------------------------------ baseline
+
+
+class _Node:
+    """One position of the Python search; values are sums from Black's point of view."""
+
+    __slots__ = ("parent", "move", "prior", "to_move", "children", "visits", "utility_sum", "terminal")
+
+    def __init__(self, parent: "_Node | None", move: int, prior: float, to_move: int) -> None:
+        self.parent = parent
+        self.move = move
+        self.prior = prior
+        self.to_move = to_move
+        self.children: list[_Node] = []
+        self.visits = 0
+        self.utility_sum = 0.0
+        self.terminal: float | None = None  # exact utility of a finished game
+
+
+class _PythonSearch:
+    """Plain PUCT over Python node objects, on the compiled Board and feature encoder."""
+
+    def __init__(self, size: int) -> None:
+        from tengen.go import passalive
+        from tengen.go.features import encode
+        from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, PASS_ALIVE_OPP, PASS_ALIVE_OWN
+
+        self.encode = encode
+        self.final_score = passalive.final_score
+        self.alive_planes = [PASS_ALIVE_OWN, PASS_ALIVE_OPP]
+        self.spatial = np.zeros((1, NUM_SPATIAL, size, size), np.float32)
+        self.global_inputs = np.zeros((1, NUM_GLOBAL), np.float32)
+        self.board_len = float(size)
+        self.policy_logits = np.zeros(size * size + 1, np.float32)  # the constant evaluator
+        self.value_logits = np.zeros(3, np.float32)
+        self.score_mean = 0.0
+        self.x0 = 0.0
+
+    def search(self, board, visits: int) -> _Node:
+        root = _Node(None, -1, 1.0, board.to_move)
+        while root.visits < visits:
+            self._playout(board, root)
+        return root
+
+    def _playout(self, root_board, root: _Node) -> None:
+        board = root_board.copy()
+        node = root
+        while node.children and node.terminal is None:
+            node = self._select(node)
+            board.play(node.move)
+        if node.terminal is not None:
+            self._backup(node, node.terminal)
+            return
+        if node is not root and board.game_over:
+            node.terminal = self._terminal_utility(self.final_score(board))
+            self._backup(node, node.terminal)
+            return
+        self.encode(board, self.spatial[0], self.global_inputs[0])
+        alive = self.spatial[0, self.alive_planes].any(axis=0)
+        if node is not root and alive.all():
+            node.terminal = self._terminal_utility(self.final_score(board))
+            self._backup(node, node.terminal)
+            return
+        policy, win, loss, score_mean = self._evaluate()
+        legal = np.flatnonzero(board.legal_moves())
+        priors = np.exp(policy[legal] - policy[legal].max())
+        priors /= priors.sum()
+        other = 3 - node.to_move
+        node.children = [_Node(node, int(m), float(p), other) for m, p in zip(legal, priors)]
+        sign = 1.0 if node.to_move == 1 else -1.0
+        if node is root:
+            self.x0 = sign * score_mean
+        utility = sign * (win - loss) + SCORE_UTILITY_WEIGHT * (2 / math.pi) * math.atan(
+            (sign * score_mean - self.x0) / self.board_len)
+        self._backup(node, utility)
+
+    def _evaluate(self) -> tuple[np.ndarray, float, float, float]:
+        """The constant evaluator's outputs for the leaf: policy logits, P(win), P(loss), score."""
+        v = np.exp(self.value_logits - self.value_logits.max())
+        v /= v.sum()
+        return self.policy_logits, float(v[0]), float(v[1]), self.score_mean
+
+    def _terminal_utility(self, black_score: float) -> float:
+        win = 1.0 if black_score > 0 else (0.5 if black_score == 0 else 0.0)
+        return (2 * win - 1) + SCORE_UTILITY_WEIGHT * (2 / math.pi) * math.atan(
+            (black_score - self.x0) / self.board_len)
+
+    @staticmethod
+    def _select(node: _Node) -> _Node:
+        sign = 1.0 if node.to_move == 1 else -1.0
+        sqrt_total = math.sqrt(max(node.visits - 1, 0))
+        visited_prior = sum(c.prior for c in node.children if c.visits)
+        fpu = sign * node.utility_sum / node.visits - FPU_REDUCTION * math.sqrt(visited_prior)
+        best, best_value = None, -math.inf
+        for child in node.children:
+            q = sign * child.utility_sum / child.visits if child.visits else fpu
+            value = q + CPUCT * child.prior * sqrt_total / (1 + child.visits)
+            if value > best_value:
+                best, best_value = child, value
+        return best
+
+    @staticmethod
+    def _backup(node: _Node | None, utility: float) -> None:
+        while node is not None:
+            node.visits += 1
+            node.utility_sum += utility
+            node = node.parent
+
+
+def _python_playouts(positions: list, visits: int, seconds: float) -> tuple[int, float]:
+    search = _PythonSearch(positions[0].x_size)
+    playouts = 0
+    start = time.perf_counter()
+    while playouts == 0 or time.perf_counter() - start < seconds:
+        for board in positions:
+            playouts += search.search(board, visits).visits
+            if time.perf_counter() - start >= seconds:
+                break
+    return playouts, time.perf_counter() - start
+
+
+# ------------------------------------------------------------------------------ run
+
+
+def run(args: argparse.Namespace) -> dict:
+    if args.visits < 1 or args.positions < 1:
+        raise SystemExit("--visits and --positions must be >= 1")
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+    except ValueError:
+        raise SystemExit(f"--sizes must be comma-separated integers, got {args.sizes!r}") from None
+    if any(not 7 <= s <= 19 for s in sizes):
+        raise SystemExit("board sizes must be within 7..19")
+    share = args.seconds / (2 * len(sizes))
+    figures: dict = {"visits": args.visits}
+    for size in sizes:
+        positions = _positions(size, args.positions, args.seed)
+        print(f"{size}x{size}: {len(positions)} start positions, {args.visits} visits per search, "
+              f"{share:.1f} s each side", flush=True)
+        playouts, elapsed = _engine_playouts(positions, args.visits, share)
+        rate = playouts / elapsed
+        print(f"{size}x{size} engine  : {rate:10,.0f} playouts/s {1e6 / rate:8.1f} us/playout", flush=True)
+        b_playouts, b_elapsed = _python_playouts(positions, args.visits, share)
+        b_rate = b_playouts / b_elapsed
+        print(f"{size}x{size} Python  : {b_rate:10,.0f} playouts/s {1e6 / b_rate:8.1f} us/playout  "
+              f"ratio {rate / b_rate:.1f}x", flush=True)
+        figures.update({
+            f"playouts_per_s_{size}": round(rate),
+            f"us_per_playout_{size}": round(1e6 / rate, 2),
+            f"python_playouts_per_s_{size}": round(b_rate),
+            f"ratio_vs_python_{size}": round(rate / b_rate, 1),
+        })
+    return figures
