@@ -41,10 +41,11 @@ log = logging.getLogger(__name__)
 LOGS_DIR = "logs"
 STATE_FILE = "run.json"
 LOCK_FILE = "run.lock"
-# Preferred HTTP ports (/healthz, /metrics) of the services that have no configured one.
+# Preferred HTTP ports (/healthz, /metrics): the services' own defaults (compose and k8s use them
+# too); selfplay workers after the first get free ports.
 TRAINER_HTTP_PORT = 8071
-GATING_HTTP_PORT = 8072
-SELFPLAY_HTTP_PORT = 8081  # worker K gets 8081 + K
+SELFPLAY_HTTP_PORT = 8072
+GATING_HTTP_PORT = 8073
 
 
 class RunError(RuntimeError):
@@ -132,7 +133,10 @@ class LocalRun:
             self.supervisor.start_all(should_stop=stop.is_set)
             self._write_state()
             if not stop.is_set():
-                self._say("all services started")
+                ep = self.endpoints
+                self._say(f"all services started: Kafka {ep.kafka}, Triton {ep.triton_grpc} (gRPC), "
+                          f"ratings {ep.ratings_grpc} (gRPC), page {ep.ratings_http}/ (addresses in "
+                          f"{self.data_dir / STATE_FILE})")
             next_status = time.monotonic()
             while not stop.is_set():
                 now = time.monotonic()
@@ -170,7 +174,7 @@ class LocalRun:
                              metrics_port=ports.pick(cfg.triton.metrics_port), log_path=self.logs / "triton.log")
         ratings_grpc, ratings_http = ports.pick(cfg.ratings.grpc_port), ports.pick(cfg.ratings.http_port)
         trainer_http, gating_http = ports.pick(TRAINER_HTTP_PORT), ports.pick(GATING_HTTP_PORT)
-        selfplay_http = [ports.pick(SELFPLAY_HTTP_PORT + k) for k in range(opts.workers)]
+        selfplay_http = [ports.pick(SELFPLAY_HTTP_PORT if k == 0 else None) for k in range(opts.workers)]
         self.endpoints = Endpoints(
             kafka=broker.bootstrap, triton_grpc=triton.grpc_url, triton_http=triton.http_url,
             ratings_grpc=f"127.0.0.1:{ratings_grpc}", ratings_http=f"http://127.0.0.1:{ratings_http}",
@@ -240,7 +244,10 @@ class LocalRun:
         status.events = list(self.supervisor.events)
         if self.options.interactive:
             title = f"tengen run · preset {self.config.preset} · {self.data_dir}"
-            self.out.write("\x1b[H\x1b[2J" + render_screen(status, title) + "\n")  # home, clear, draw
+            footer = [f"ratings page {self.endpoints.ratings_http}/   "
+                      f"tensorboard --logdir {self.data_dir / 'tensorboard'}",
+                      f"service logs in {self.logs}"]
+            self.out.write("\x1b[H\x1b[2J" + render_screen(status, title, footer) + "\n")  # home, clear, draw
             self.out.flush()
         else:
             self._say(render_line(status))
@@ -257,10 +264,12 @@ class LocalRun:
     def summary(self) -> str:
         """Where a run's results are and how to look at them (printed at the end)."""
         d = self.data_dir
-        sgf_dirs = sorted({str(p.parent) for p in d.glob("**/*.sgf")})
+        sgfs = [p.parent for p in d.glob("**/*.sgf")]
+        sgf = (f"{len(sgfs)} files under {os.path.commonpath(sgfs)}   (tengen sgf check|score FILE)" if sgfs
+               else "none written yet")
         return "\n".join([
             f"run stopped. Everything is in {d}; `tengen run --data-dir {d}` continues it.",
-            f"  games (SGF)   {', '.join(sgf_dirs) if sgf_dirs else 'none written yet'}",
+            f"  games (SGF)   {sgf}",
             f"  TensorBoard   tensorboard --logdir {d / 'tensorboard'}",
             f"  models        {data_dir_repository(d)}   (tengen models list --data-dir {d})",
             f"  candidates    {d / 'candidates'}",

@@ -48,6 +48,8 @@ class Status:
     duration_s: float | None = None
     services: list[ChildState] = field(default_factory=list)
     games_played: int | None = None  # by this run's selfplay workers (their metrics)
+    games_per_s: float | None = None
+    positions_per_s: float | None = None
     games_ingested: int | None = None  # ever appended to the window
     rows_total: int | None = None
     window_rows: int | None = None
@@ -122,10 +124,11 @@ class StatusReader:
             samples = scrape(self.trainer_metrics).get("tengen_trainer_samples")
             if samples is not None:
                 status.samples = max(int(samples), status.samples or 0)
-        if self.selfplay_metrics:
-            played = [scrape(url).get("tengen_selfplay_games_total") for url in self.selfplay_metrics]
-            known = [p for p in played if p is not None]
-            status.games_played = int(sum(known)) if known else None
+        workers = [m for m in (scrape(url) for url in self.selfplay_metrics) if "tengen_selfplay_games_total" in m]
+        if workers:
+            status.games_played = int(sum(m["tengen_selfplay_games_total"] for m in workers))
+            status.games_per_s = sum(m.get("tengen_selfplay_games_per_second", 0.0) for m in workers)
+            status.positions_per_s = sum(m.get("tengen_selfplay_positions_per_second", 0.0) for m in workers)
         status.leaders = self._read_leaders()
         return status
 
@@ -240,9 +243,12 @@ def _elapsed(status: Status) -> str:
     return text + (f" of {_clock(status.duration_s)}" if status.duration_s else "")
 
 
-def render_screen(status: Status, title: str) -> str:
-    """The multi-line view redrawn in place on a terminal."""
-    games = f"{_n(status.games_played)} played by selfplay this run, {_n(status.games_ingested)} in the trainer's window"
+def render_screen(status: Status, title: str, footer: list[str] | None = None) -> str:
+    """The multi-line view redrawn in place on a terminal; `footer` lines go below the figures."""
+    games = f"{_n(status.games_played)} played by selfplay this run"
+    if status.games_per_s is not None:
+        games += f" ({status.games_per_s:.2f} games/s, {status.positions_per_s or 0:.1f} positions/s)"
+    games += f", {_n(status.games_ingested)} in the trainer's window"
     window = f"{_n(status.window_rows)} rows used of {_n(status.rows_total)} ever"
     candidates = f"{status.candidates}" + (f" (latest {status.latest_candidate})" if status.latest_candidate else "")
     lines = [
@@ -257,6 +263,8 @@ def render_screen(status: Status, title: str) -> str:
         f"  model       version {_n(status.version)}",
         f"  leaderboard {format_leaders(status.leaders)}",
     ]
+    if footer:
+        lines += [""] + [f"  {line}" for line in footer]
     if status.events:
         lines += ["", "  recent events:"] + [f"    {e}" for e in status.events[-5:]]
     return "\n".join(lines)

@@ -164,7 +164,7 @@ class Supervisor:
     max_backoff_s: float = 60.0
     stable_after_s: float = 60.0
     quick_failure_s: float = 15.0
-    max_quick_failures: int = 5
+    max_quick_failures: int = 6
     events: deque[str] = field(default_factory=lambda: deque(maxlen=8))
 
     def __post_init__(self) -> None:
