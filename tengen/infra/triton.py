@@ -634,7 +634,10 @@ class TritonEvaluator:
             for name, arr in arrays.items():
                 if arr is None or arr.shape[0] != spatial.shape[0]:
                     raise TritonError(f"{self.model}: output {name} missing or wrong batch size")
-            return InferenceResult(arrays, int(result.get_response().model_version))
+            # as_numpy gives read-only views of the response; the search's Cython backup takes
+            # writable memoryviews, like TorchEvaluator's arrays.
+            writable = {name: np.array(arr) for name, arr in arrays.items()}
+            return InferenceResult(writable, int(result.get_response().model_version))
 
         return self._call_with_retry(call)
 
