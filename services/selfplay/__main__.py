@@ -1,0 +1,97 @@
+"""`python -m services.selfplay`: a selfplay worker (see services.selfplay.service).
+
+Settings come from a preset (`--preset`, default $TENGEN_PRESET or `cpu`) plus TENGEN_ overrides
+(tengen.config), e.g. TENGEN_DATA_DIR (SGFs go to <data_dir>/sgf), TENGEN_KAFKA_BOOTSTRAP,
+TENGEN_TRITON_URL, TENGEN_RUN__MODEL_NAME, TENGEN_SELFPLAY__GAMES_IN_PARALLEL.
+Stops cleanly on SIGTERM or SIGINT: the batch in flight finishes, games in progress are dropped
+(never published half-done), the producer is flushed and closed.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+
+from tengen.logs import configure_logging
+
+log = logging.getLogger("services.selfplay")
+
+
+def _worker_id(text: str) -> str:
+    from services.selfplay.service import check_worker_id
+
+    try:
+        return check_worker_id(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _games(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--games needs a whole number >= 1, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from services.selfplay.service import default_worker_id
+
+    parser = argparse.ArgumentParser(
+        prog="python -m services.selfplay",
+        description="tengen selfplay worker: MCTS games against the model Triton serves, published to "
+                    "Kafka (tengen.games); follows tengen.models to switch model versions live.",
+    )
+    parser.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "cpu"),
+                        help="tiny, cpu, paper or a YAML path ($TENGEN_PRESET, default cpu)")
+    parser.add_argument("--worker-id", type=_worker_id,
+                        default=os.environ.get("TENGEN_SELFPLAY_WORKER_ID") or default_worker_id(),
+                        help="name of this worker in game ids, so two workers never collide "
+                             "($TENGEN_SELFPLAY_WORKER_ID, default the host name)")
+    parser.add_argument("--http-port", type=int,
+                        default=int(os.environ.get("TENGEN_SELFPLAY_HTTP_PORT", "8072")),
+                        help="port of /healthz and /metrics ($TENGEN_SELFPLAY_HTTP_PORT, default 8072; "
+                             "0 = any free)")
+    parser.add_argument("--games", type=_games, default=None, metavar="N",
+                        help="stop after N games (default: play until stopped)")
+    parser.add_argument("--log-every", type=float, default=30.0, metavar="SECONDS",
+                        help="progress line interval: games/s, positions/s (default 30)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(args.verbose)
+    from services.selfplay.service import SelfplayService
+    from tengen.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.preset)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.log_every <= 0:
+        print("error: --log-every must be > 0", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    service = SelfplayService(config, worker_id=args.worker_id, http_port=args.http_port, games=args.games,
+                              log_every_s=args.log_every)
+    return service.run(stop)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,357 @@
+"""The selfplay service: plays games against the model Triton serves and publishes them to Kafka.
+
+Start-up waits, with backoff and a log line per state, for the broker (the project's topics are
+created if missing), for `tengen.models` to announce a version of `run.model_name`
+(tengen.infra.kafka.ModelWatcher reads the compacted topic from its start, so a worker that starts
+later learns the current version), and for Triton to report that version READY. Then
+tengen.search.runner.SelfplayRunner plays `selfplay.games_in_parallel` games at a time against a
+TritonEvaluator pinned to that version.
+
+Hot swap: a new announcement re-pins the evaluator (`set_version`); requests already sent finish
+on the old version, which Triton keeps loaded (`latest {num_versions: 2}`), so no request fails.
+Each game is tagged by the runner with the newest version that evaluated any of its positions; the
+NN cache is cleared at the next finished game so old evaluations are not reused.
+
+Triton down: the evaluator retries with backoff for EVAL_RETRY_S and the games wait. A longer
+outage, or a version Triton does not serve, ends the runner with a TritonError: its games in
+progress are dropped (never published half-done; the runner backs up nothing it did not get), the
+service waits for Triton again and starts new games under a new segment of game ids.
+
+Publishing: every finished game is checked with tengen.data.rows.validate (the trainer's own
+check; a failure is logged and counted, never published), sampled games are written as SGF under
+`<data_dir>/sgf/v<version>/`, and the record goes to `tengen.games` through ReliableProducer
+(acks=all, key = game id, buffered and resent while the broker is down; a resend keeps its id).
+Game ids are `<worker id>-<run nonce>-<segment>-<index>`: unique per worker, process and runner
+start, so two workers, or one worker restarted, never reuse an id.
+
+SIGTERM/SIGINT set the stop event: the runner stops after the batch in flight, its games in
+progress are dropped, the producer is flushed (up to FLUSH_S) and closed. HTTP on `http_port`:
+`/healthz` (200 with the current state) and Prometheus `/metrics`.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import socket
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from tengen.config import Config
+from tengen.data.record_sgf import write_record_sgf
+from tengen.data.rows import RecordError, validate
+from tengen.infra.health import HealthServer
+from tengen.infra.kafka import (
+    GAMES_TOPIC,
+    Backoff,
+    BufferFullError,
+    KafkaAdapterError,
+    ModelAnnouncement,
+    ModelWatcher,
+    ReliableProducer,
+    ensure_topics,
+)
+from tengen.infra.triton import TritonError, TritonEvaluator, model_states
+from tengen.proto import game_pb2
+from tengen.search.runner import SelfplayRunner
+
+log = logging.getLogger("services.selfplay")
+
+EVAL_RETRY_S = 120.0  # a Triton outage shorter than this pauses the games; a longer one drops them
+MAX_BUFFERED_GAMES = 2000  # games held for the broker before self-play pauses
+FLUSH_S = 15.0  # at shutdown, wait this long for the broker to acknowledge what is buffered
+WAIT_LOG_EVERY_S = 30.0  # repeat a "still waiting" line this often
+_WORKER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def check_worker_id(text: str) -> str:
+    """A worker id as it goes into game ids and file names, or ValueError saying what is allowed."""
+    if not _WORKER_ID_RE.match(text):
+        raise ValueError(f"bad worker id {text!r}: 1-64 letters, digits, '_', '.', '-', "
+                         f"starting with a letter or digit")
+    return text
+
+
+def default_worker_id() -> str:
+    """The host name, made fit for an id (a pod's name on Kubernetes: unique per replica)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname())[:64].lstrip("-._")
+    return cleaned or "worker"
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.games = Counter("tengen_selfplay_games", "Games played and handed to the producer", registry=r)
+        self.positions = Counter("tengen_selfplay_positions", "Moves played in finished games", registry=r)
+        self.rows = Counter("tengen_selfplay_rows", "Full-search (training) turns in finished games", registry=r)
+        self.published = Counter("tengen_selfplay_published", "Games acknowledged by the broker", registry=r)
+        self.invalid = Counter("tengen_selfplay_invalid", "Games that failed validation (not published)",
+                               registry=r)
+        self.dropped = Counter("tengen_selfplay_dropped", "Finished games not buffered because of shutdown",
+                               registry=r)
+        self.eval_failures = Counter("tengen_selfplay_evaluator_failures",
+                                     "Runs ended by an inference error (games in progress dropped)", registry=r)
+        self.sgf = Counter("tengen_selfplay_sgf", "Games written as SGF", registry=r)
+        self.model_version = Gauge("tengen_selfplay_model_version", "Model version requested from Triton",
+                                   registry=r)
+        self.games_per_s = Gauge("tengen_selfplay_games_per_second", "Games/s over the last interval",
+                                 registry=r)
+        self.positions_per_s = Gauge("tengen_selfplay_positions_per_second", "Positions/s over the last interval",
+                                     registry=r)
+        self.pending = Gauge("tengen_selfplay_unacknowledged", "Games buffered, not yet acknowledged",
+                             registry=r)
+        self.playing = Gauge("tengen_selfplay_playing", "1 while games are being played, 0 while waiting",
+                             registry=r)
+
+
+class SelfplayService:
+    """One selfplay worker; `run(stop)` plays until `stop` is set or `games` games are done."""
+
+    def __init__(self, config: Config, *, worker_id: str, http_port: int | None = None,
+                 games: int | None = None, log_every_s: float = 30.0, seed: int | None = None) -> None:
+        if games is not None and games < 1:
+            raise ValueError(f"games must be >= 1, got {games}")
+        self.config = config
+        self.worker_id = check_worker_id(worker_id)
+        self.run_id = f"{self.worker_id}-{secrets.token_hex(4)}"
+        self.model = config.run.model_name
+        self.sgf_dir = Path(config.run.data_dir) / "sgf"
+        self.games_wanted = games
+        self.log_every_s = log_every_s
+        self.seed = seed if seed is not None else secrets.randbits(31)
+        self.metrics = Metrics()
+        self.http_port = http_port
+        self.state = "starting"
+        self.games_done = 0  # handed to the producer
+        self.positions_done = 0
+        self.version = 0  # the model version requested from Triton (0 before the first)
+        self._sample = np.random.default_rng(self.seed)
+        self._lock = threading.Lock()
+        self._evaluator: TritonEvaluator | None = None
+        self._producer: ReliableProducer | None = None
+
+    # -- the service ----------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> int:
+        """Serve until `stop` is set (or the games are done); 0, or 1 when games stayed unsent."""
+        http = None
+        if self.http_port is not None:
+            http = HealthServer(self.http_port, self.metrics.registry, self._health, name="selfplay")
+            self.http_port = http.port
+        reporter = threading.Thread(target=self._report, args=(stop,), name="selfplay-report", daemon=True)
+        reporter.start()
+        log.info("selfplay: worker %s (game ids %s-...), model %s at Triton %s, broker %s",
+                 self.worker_id, self.run_id, self.model, self.config.triton.url, self.config.kafka.bootstrap)
+        try:
+            if not self._wait_for_broker(stop):
+                return 0
+            bootstrap = self.config.kafka.bootstrap
+            watcher = ModelWatcher(bootstrap, on_change=self._on_announcement)
+            producer = ReliableProducer(bootstrap, client_id=f"tengen-selfplay-{self.worker_id}",
+                                        max_buffered=MAX_BUFFERED_GAMES, on_delivered=self._delivered)
+            self._producer = producer
+            try:
+                self._play(stop, watcher, producer)
+            finally:
+                self.state = "stopping"
+                self.metrics.playing.set(0)
+                watcher.close()
+                unsent = 0 if producer.flush(FLUSH_S) else producer.pending
+                producer.close(timeout_s=1.0)
+            if unsent:
+                log.error("selfplay: %d games were never acknowledged by the broker %s", unsent, bootstrap)
+                return 1
+            return 0
+        finally:
+            stop.set()  # ends the reporter when the games ran out
+            if http is not None:
+                http.close()
+            log.info("selfplay: stopped after %d games, %d positions", self.games_done, self.positions_done)
+
+    def _play(self, stop: threading.Event, watcher: ModelWatcher, producer: ReliableProducer) -> None:
+        segment = 0
+        backoff = Backoff(1.0, 30.0)
+        while not stop.is_set() and not self._enough():
+            if self._wait_for_announcement(stop, watcher) is None:
+                return
+            evaluator = self._wait_for_triton(stop, watcher)
+            if evaluator is None:
+                return
+            remaining = None if self.games_wanted is None else self.games_wanted - self.games_done
+            runner = SelfplayRunner.from_config(self.config, evaluator, seed=self.seed + segment,
+                                                id_prefix=f"{self.run_id}-{segment}")
+            segment += 1
+            self.state = "playing"
+            self.metrics.playing.set(1)
+            cache_version = evaluator.version
+            try:
+                for record in runner.run(remaining, stop=stop):
+                    if evaluator.version != cache_version:  # the runner is paused here: safe to clear
+                        runner.cache.clear()
+                        cache_version = evaluator.version
+                    self._finish_game(record, producer, stop)
+                backoff.reset()
+            except TritonError as exc:  # also UnknownModelError: a version Triton does not serve
+                self.metrics.eval_failures.inc()
+                if not stop.is_set():
+                    delay = backoff.next()
+                    log.warning("selfplay: inference failed (%s); games in progress dropped, none published "
+                                "half-done; waiting %.0f s for Triton", exc, delay)
+                    stop.wait(delay)
+            finally:
+                self.metrics.playing.set(0)
+                with self._lock:
+                    self._evaluator = None
+                evaluator.close()
+
+    def _enough(self) -> bool:
+        return self.games_wanted is not None and self.games_done >= self.games_wanted
+
+    # -- waiting for the dependencies -------------------------------------------------------------
+
+    def _wait_for_broker(self, stop: threading.Event) -> bool:
+        self.state = f"waiting for the broker at {self.config.kafka.bootstrap}"
+        backoff = Backoff(1.0, 30.0)
+        while not stop.is_set():
+            try:
+                ensure_topics(self.config.kafka.bootstrap, timeout_s=10.0)
+                return True
+            except KafkaAdapterError as exc:
+                delay = backoff.next()
+                log.warning("selfplay: %s; retrying in %.0f s", exc, delay)
+                stop.wait(delay)
+        return False
+
+    def _wait_for_announcement(self, stop: threading.Event, watcher: ModelWatcher) -> int | None:
+        version = watcher.current(self.model)
+        if version is not None:
+            return version
+        self.state = f"waiting for {self.model} to be announced on tengen.models"
+        log.info("selfplay: no version of %s announced on tengen.models yet; waiting (gating or "
+                 "`tengen models promote` announce one)", self.model)
+        last_log = time.monotonic()
+        while not stop.wait(0.5):
+            version = watcher.current(self.model)
+            if version is not None:
+                return version
+            if time.monotonic() - last_log >= WAIT_LOG_EVERY_S:
+                log.info("selfplay: still waiting for an announcement of %s on tengen.models", self.model)
+                last_log = time.monotonic()
+        return None
+
+    def _wait_for_triton(self, stop: threading.Event, watcher: ModelWatcher) -> TritonEvaluator | None:
+        """An evaluator pinned to the announced version once Triton reports it READY."""
+        url = self.config.triton.url
+        backoff = Backoff(0.5, 10.0)
+        last_reason, last_log = "", 0.0
+        while not stop.is_set():
+            version = watcher.current(self.model)
+            assert version is not None  # announcements are never taken back
+            self.state = f"waiting for Triton at {url} to serve {self.model} v{version}"
+            try:
+                states = model_states(url, timeout_s=5.0).get(self.model, {})
+                if states.get(version) == "READY":
+                    evaluator = TritonEvaluator(url, self.model, version, retry_deadline_s=EVAL_RETRY_S, stop=stop)
+                    with self._lock:
+                        self._evaluator = evaluator
+                        evaluator.set_version(watcher.current(self.model))  # an announcement just now
+                    self._set_version(evaluator.version or 0)
+                    log.info("selfplay: Triton at %s serves %s v%d; playing", url, self.model, evaluator.version)
+                    return evaluator
+                loaded = ", ".join(f"v{v} {s}" for v, s in sorted(states.items())) or "nothing"
+                reason = f"it has {self.model} v{version} {states.get(version, 'not loaded')} (loaded: {loaded})"
+            except TritonError as exc:
+                reason = str(exc)
+            except Exception as exc:  # tritonclient's own errors: server down, timeout
+                reason = f"not reachable ({str(exc).strip()[:200]})"
+            if reason != last_reason or time.monotonic() - last_log >= WAIT_LOG_EVERY_S:
+                log.warning("selfplay: waiting for Triton at %s: %s", url, reason)
+                last_reason, last_log = reason, time.monotonic()
+            stop.wait(backoff.next())
+        return None
+
+    def _on_announcement(self, announcement: ModelAnnouncement) -> None:
+        """ModelWatcher's thread: re-pin the evaluator (requests in flight finish on the old one)."""
+        if announcement.model != self.model:
+            return
+        with self._lock:
+            evaluator = self._evaluator
+            if evaluator is not None and evaluator.version != announcement.version:
+                log.info("selfplay: tengen.models announces %s v%d; requesting it from now on",
+                         self.model, announcement.version)
+                evaluator.set_version(announcement.version)
+                self._set_version(announcement.version)
+
+    def _set_version(self, version: int) -> None:
+        self.version = version
+        self.metrics.model_version.set(version)
+
+    # -- finished games -------------------------------------------------------------------------
+
+    def _finish_game(self, record: game_pb2.GameRecord, producer: ReliableProducer, stop: threading.Event) -> None:
+        try:
+            validate(record)
+        except RecordError as exc:  # a bug upstream: keep it out of the training data, loudly
+            self.metrics.invalid.inc()
+            log.error("selfplay: game %s failed validation (%s); not published", record.id, exc.reason)
+            return
+        if self._sample.random() < self.config.selfplay.sgf_sample_rate:
+            try:
+                write_record_sgf(record, self.sgf_dir / f"v{record.model_version}")
+                self.metrics.sgf.inc()
+            except (OSError, ValueError) as exc:
+                log.warning("selfplay: could not write the SGF of game %s: %s", record.id, exc)
+        data = record.SerializeToString()
+        warned = False
+        while True:
+            try:
+                producer.send(GAMES_TOPIC, record.id, data, block_timeout_s=1.0)
+                break
+            except BufferFullError:
+                if stop.is_set():
+                    self.metrics.dropped.inc()
+                    log.warning("selfplay: game %s dropped at shutdown: the producer's buffer is full", record.id)
+                    return
+                if not warned:
+                    log.warning("selfplay: %d games wait for the broker; self-play pauses until it "
+                                "acknowledges them", producer.pending)
+                    warned = True
+        self.games_done += 1
+        self.positions_done += len(record.moves)
+        self.metrics.games.inc()
+        self.metrics.positions.inc(len(record.moves))
+        self.metrics.rows.inc(sum(1 for m in record.moves if m.full_search))
+        self.metrics.pending.set(producer.pending)
+
+    def _delivered(self, topic: str, key: bytes, metadata: object) -> None:
+        self.metrics.published.inc()
+        if self._producer is not None:
+            self.metrics.pending.set(self._producer.pending)
+
+    # -- progress and health --------------------------------------------------------------------
+
+    def _report(self, stop: threading.Event) -> None:
+        games, positions, last = self.games_done, self.positions_done, time.monotonic()
+        while not stop.wait(self.log_every_s):
+            now = time.monotonic()
+            elapsed = max(now - last, 1e-9)
+            games_rate = (self.games_done - games) / elapsed
+            positions_rate = (self.positions_done - positions) / elapsed
+            self.metrics.games_per_s.set(games_rate)
+            self.metrics.positions_per_s.set(positions_rate)
+            if self.state == "playing":
+                pending = self._producer.pending if self._producer is not None else 0
+                log.info("selfplay: %.3f games/s, %.1f positions/s | %d games, %d positions | %s v%d | "
+                         "unacknowledged %d", games_rate, positions_rate, self.games_done, self.positions_done,
+                         self.model, self.version, pending)
+            else:
+                log.info("selfplay: %s (%d games so far)", self.state, self.games_done)
+            games, positions, last = self.games_done, self.positions_done, now
+
+    def _health(self) -> tuple[bool, str]:
+        return True, f"ok: {self.state}; {self.games_done} games"

@@ -1,0 +1,250 @@
+"""The selfplay service end to end against the real Kafka-protocol broker and a real Triton:
+games replay through the trainer's checks, a hot swap mid-run fails no request and moves the
+games to the new version, a Triton crash makes the worker wait and carry on, SIGTERM exits 0."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+import torch
+from kafka import KafkaConsumer
+
+from services.selfplay.__main__ import main
+from services.selfplay.service import check_worker_id, default_worker_id
+from tengen.data.record_sgf import record_to_sgf, write_record_sgf
+from tengen.data.rows import decode, rows_from_record, validate
+from tengen.data.synthetic import random_game
+from tengen.go.sgf import read_game, replay
+from tengen.infra.broker import free_port
+from tengen.infra.kafka import GAMES_TOPIC, ReliableProducer, announce_model
+from tengen.infra.triton import LocalTriton, ModelRepository, TritonError, TritonEvaluator, promote, render_config
+from tengen.nn.export import export_model
+from tengen.nn.model import build_model
+from tengen.proto import game_pb2
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- small parts -----------------------------------------------------------------------------------
+
+def test_worker_ids() -> None:
+    for good in ("0", "selfplay-7", "pod.abc_1"):
+        assert check_worker_id(good) == good
+    for bad in ("", "-x", "a/b", "a b", "x" * 65):
+        with pytest.raises(ValueError, match="worker id"):
+            check_worker_id(bad)
+    assert check_worker_id(default_worker_id())
+
+
+def test_bad_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--games", "0"])
+    assert exc.value.code == 2 and "--games" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--worker-id", "../escape"])
+    assert main(["--preset", "no-such-preset"]) == 2
+    assert "unknown preset" in capsys.readouterr().err
+
+
+def test_record_sgf_round_trip(tmp_path: Path) -> None:
+    record = random_game(np.random.default_rng(5), 9, initial_black=(10, 20), full_search_prob=0.5,
+                         game_id="w-abc-0-3")
+    path = write_record_sgf(record, tmp_path / "v0")
+    assert path == tmp_path / "v0" / "w-abc-0-3.sgf"
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no temporary left over
+    game = read_game(path.read_bytes())
+    assert game == record_to_sgf(record)
+    assert game.black_stones == [10, 20] and game.handicap == 2 and game.result == record.result
+    assert [m for _, m in game.moves] == [m.move for m in record.moves]
+    assert replay(game).game_over  # legal all the way to its two passes
+    full = [c for c, m in zip(game.comments, record.moves) if m.full_search]
+    assert full and all("full=" in c and "winrate=" in c for c in full)
+    with pytest.raises(ValueError, match="cannot name a file"):
+        write_record_sgf(game_pb2.GameRecord(id="../x"), tmp_path)
+
+
+def test_evaluator_retries_end_when_stopping() -> None:
+    """A worker waiting for a dead Triton still stops at once (the evaluator's stop event)."""
+    stop = threading.Event()
+    timer = threading.Timer(0.5, stop.set)
+    timer.start()
+    with pytest.raises(TritonError, match="while stopping"):
+        TritonEvaluator(f"127.0.0.1:{free_port('127.0.0.1')}", "m", retry_deadline_s=600, stop=stop)
+    timer.join()
+
+
+# -- end to end ------------------------------------------------------------------------------------
+
+class GameReader:
+    """Everything one worker published on tengen.games (its ids start with the worker id)."""
+
+    def __init__(self, bootstrap: str, worker_id: str) -> None:
+        self.prefix = f"{worker_id}-"
+        self.values: dict[str, list[bytes]] = {}
+        self._consumer = KafkaConsumer(GAMES_TOPIC, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                       enable_auto_commit=False)
+
+    def poll(self) -> None:
+        for batch in self._consumer.poll(timeout_ms=200).values():
+            for rec in batch:
+                key = rec.key.decode()
+                if key.startswith(self.prefix):
+                    self.values.setdefault(key, []).append(rec.value)
+
+    def games(self) -> list[game_pb2.GameRecord]:
+        return [decode(values[0]) for values in self.values.values()]
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def _export(path: Path, seed: int) -> Path:
+    torch.manual_seed(seed)
+    export_model(build_model("b1c16"), path, samples_seen=seed)
+    return path
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return resp.read().decode()
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    """Sum of the samples of `name` whose labels include `labels`."""
+    total = 0.0
+    for line in text.splitlines():
+        match = re.match(rf"^{re.escape(name)}(\{{[^}}]*\}})? (\S+)$", line)
+        if match and all(f'{k}="{v}"' in (match.group(1) or "") for k, v in labels.items()):
+            total += float(match.group(2))
+    return total
+
+
+@pytest.mark.slow
+def test_selfplay_worker_end_to_end(kafka_broker, tmp_path: Path) -> None:
+    bootstrap = kafka_broker.bootstrap
+    model = f"sp-{uuid.uuid4().hex[:8]}"
+    worker_id = f"w{uuid.uuid4().hex[:6]}"
+    repo = ModelRepository(tmp_path / "repository")
+    repo.create_model(model, render_config(model, max_batch_size=64, warmup_board=7))
+    repo.write_version(model, _export(tmp_path / "v1.pt", 1))
+    # A Triton of this test's own: it gets killed mid-run.
+    server = LocalTriton(repo.root, tmp_path / "triton", load_models=[model]).start()
+    data_dir = tmp_path / "data"
+    env = {
+        **os.environ,
+        "TENGEN_DATA_DIR": str(data_dir),
+        "TENGEN_KAFKA_BOOTSTRAP": bootstrap,
+        "TENGEN_TRITON_URL": server.grpc_url,
+        "TENGEN_RUN__MODEL_NAME": model,
+        # Short games with few visits: the test is about the service, not the play.
+        "TENGEN_SEARCH__FULL_VISITS": "8",
+        "TENGEN_SEARCH__FAST_VISITS": "2",
+        "TENGEN_GAME__MAX_MOVES_FACTOR": "1.2",
+        "PYTHONUNBUFFERED": "1",
+    }
+    log_path = tmp_path / "selfplay.log"
+    log_file = open(log_path, "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.selfplay", "--preset", "tiny", "--worker-id", worker_id,
+         "--http-port", "0", "--log-every", "2"],
+        cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+    reader = GameReader(bootstrap, worker_id)
+    producer = ReliableProducer(bootstrap, client_id="test-selfplay-announcer")
+
+    def wait(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            reader.poll()
+            assert proc.poll() is None, f"the worker exited ({proc.returncode}) waiting for {what}:\n" \
+                                        f"{log_path.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{log_path.read_text()[-3000:]}"
+            time.sleep(0.2)
+
+    def games(version: int | None = None) -> list[game_pb2.GameRecord]:
+        return [g for g in reader.games() if version is None or g.model_version == version]
+
+    try:
+        port_line = re.compile(r"selfplay: /healthz and /metrics on port (\d+)")
+        wait(lambda: port_line.search(log_path.read_text()) is not None, 60, "the HTTP port")
+        base = f"http://127.0.0.1:{port_line.search(log_path.read_text()).group(1)}"
+        # Nothing announced yet: the worker says so and waits.
+        wait(lambda: "announced" in _get(f"{base}/healthz"), 60, "the wait for an announcement")
+        assert not games()
+        announce_model(producer, model, 1)
+        wait(lambda: len(games(1)) >= 3, 240, "games of version 1")
+
+        # Hot swap: version 2 is loaded beside 1, then announced.
+        assert promote(repo, server.grpc_url, model, _export(tmp_path / "v2.pt", 2)) == 2
+        announce_model(producer, model, 2)
+        wait(lambda: _metric(_get(f"{base}/metrics"), "tengen_selfplay_model_version") == 2, 60, "the switch")
+        switched = time.time()
+        wait(lambda: len([g for g in games(2) if g.created.ToSeconds() > switched + 5]) >= 2, 240,
+             "games of version 2")
+        worker_metrics = _metric(_get(f"{base}/metrics"), "tengen_selfplay_evaluator_failures_total")
+        triton_failures = _metric(_get(server.metrics_url), "nv_inference_request_failure", model=model)
+        triton_ok = _metric(_get(server.metrics_url), "nv_inference_request_success", model=model)
+        assert worker_metrics == 0 and triton_failures == 0 and triton_ok > 0, "a request failed in the swap"
+        assert "inference failed" not in log_path.read_text()
+
+        # Triton crashes; the worker waits (no exit, nothing published from the dead server) ...
+        server.kill()
+        crashed = time.time()
+        time.sleep(3)
+        wait(lambda: "unavailable" in log_path.read_text(), 30, "the worker to notice the crash")
+        # ... and carries on when it is back (both versions loaded again: latest 2).
+        server.start()
+        wait(lambda: len([g for g in games(2) if g.created.ToSeconds() > crashed + 3]) >= 2, 240,
+             "games after the restart")
+        healthz = _get(f"{base}/healthz")
+        assert healthz.startswith("ok")
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log_path.read_text()[-3000:]
+        stopped = time.monotonic()
+        while time.monotonic() - stopped < 3:  # whatever was flushed at shutdown
+            reader.poll()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log_file.close()
+        producer.close(timeout_s=5)
+        reader.close()
+        server.stop()
+
+    log_text = log_path.read_text()
+    assert "stopped after" in log_text
+    records = reader.games()
+    # One game, one id: resends keep the id and the bytes; different ids are different games.
+    for key, values in reader.values.items():
+        assert all(v == values[0] for v in values), f"{key} published with different contents"
+    assert len({tuple(m.move for m in r.moves) + (r.komi,) for r in records}) == len(records)
+    for record in records:
+        validate(record)
+        rows = rows_from_record(record, pos_len=7)
+        assert len(rows) == sum(1 for m in record.moves if m.full_search)
+        assert record.model_name == model and record.model_version in (1, 2)
+        assert re.fullmatch(rf"{worker_id}-[0-9a-f]{{8}}-\d+-\d+", record.id)
+    # The version tags: both versions played, and games finished well after the switch are v2.
+    assert games(1) and games(2)
+    assert all(r.model_version == 2 for r in records if r.created.ToSeconds() > switched + 5)
+    # Every game was sampled as SGF (the tiny preset's rate is 1) and the files replay.
+    sgf_files = {p.stem: p for p in (data_dir / "sgf").glob("v*/*.sgf")}
+    assert set(sgf_files) == {r.id for r in records}
+    for record in records[:5]:
+        path = sgf_files[record.id]
+        assert path.parent.name == f"v{record.model_version}"
+        game = read_game(path.read_bytes())
+        assert [m for _, m in game.moves] == [m.move for m in record.moves]
+        replay(game)
