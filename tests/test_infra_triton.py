@@ -300,3 +300,47 @@ def test_triton_serves_the_real_export_like_torch(triton_server, tmp_path: Path)
             got = remote.evaluate(spatial, glob)
             for key in want:
                 np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-4, err_msg=key)
+
+
+def test_mixed_board_sizes_in_one_request_are_masked(triton_server, tmp_path: Path) -> None:
+    """A 7x7 position zero-padded into a 9x9 request (ON_BOARD is the mask) gets the answers it gets
+    alone; requests of different board sizes in flight at once each come back right."""
+    from nn_support import batch, randomize_batchnorm
+    from tengen.nn.export import export_model
+    from tengen.nn.model import OFF_BOARD_LOGIT, build_model
+
+    torch.manual_seed(5)
+    net = build_model("b1c16")
+    randomize_batchnorm(net)  # non-trivial statistics: padding that leaked in would show
+    export = tmp_path / "b1c16.pt"
+    export_model(net, export, samples_seen=0)
+    repo = triton_server.repository
+    name = _new_model(repo)
+    repo.write_version(name, export)
+    load_model(triton_server.grpc_url, name)
+    seven, seven_globals = (t.numpy() for t in batch([(7, 7)], seed=1))
+    nine, nine_globals = (t.numpy() for t in batch([(9, 9)], seed=2))
+    mixed = np.zeros((2, 18, 9, 9), np.float32)
+    mixed[0, :, :7, :7], mixed[1] = seven[0], nine[0]
+    mixed_globals = np.concatenate([seven_globals, nine_globals])
+    tol = dict(rtol=1e-4, atol=1e-4)
+    with TritonEvaluator(triton_server.grpc_url, name) as remote:
+        alone_7 = remote.evaluate(seven, seven_globals)
+        alone_9 = remote.evaluate(nine, nine_globals)
+        in_flight = [remote.submit(seven, seven_globals), remote.submit(mixed, mixed_globals),
+                     remote.submit(nine, nine_globals)]
+        results = [f.result(timeout=60).outputs for f in in_flight]
+    both = results[1]
+    np.testing.assert_allclose(results[0]["policy"], alone_7["policy"], **tol)
+    np.testing.assert_allclose(results[2]["policy"], alone_9["policy"], **tol)
+    assert alone_7["policy"].shape == (1, 50) and both["policy"].shape == (2, 82)
+    padded_board = both["policy"][0, :81].reshape(9, 9)
+    np.testing.assert_allclose(np.append(padded_board[:7, :7].ravel(), both["policy"][0, 81]),
+                               alone_7["policy"][0], **tol)
+    assert (padded_board[7:, :] == OFF_BOARD_LOGIT).all() and (padded_board[:, 7:] == OFF_BOARD_LOGIT).all()
+    np.testing.assert_allclose(both["ownership"][0, :7, :7], alone_7["ownership"][0], **tol)
+    assert (both["ownership"][0, 7:, :] == 0).all() and (both["ownership"][0, :, 7:] == 0).all()
+    for key in ("value", "score"):
+        np.testing.assert_allclose(both[key][0], alone_7[key][0], err_msg=key, **tol)
+    for key in alone_9:
+        np.testing.assert_allclose(both[key][1], alone_9[key][0], err_msg=key, **tol)
