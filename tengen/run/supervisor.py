@@ -124,7 +124,7 @@ class ServerChild:
         return self.server.is_running()
 
     def exit_reason(self) -> str:
-        return "running" if self.alive() else "process gone"
+        return "running" if self.alive() else "process exited"
 
     def stop(self) -> None:
         self.server.stop(grace_s=self.stop_grace_s)
