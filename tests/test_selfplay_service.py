@@ -1,6 +1,7 @@
-"""The selfplay service end to end against the real Kafka-protocol broker and a real Triton:
-games replay through the trainer's checks, a hot swap mid-run fails no request and moves the
-games to the new version, a Triton crash makes the worker wait and carry on, SIGTERM exits 0."""
+"""The selfplay service end to end against a real Kafka-protocol broker and a real Triton: games
+replay through the trainer's checks, a hot swap mid-run fails no request and moves the games to
+the new version, a Triton crash makes the worker wait and carry on, a frozen broker makes it
+buffer and deliver later under the same ids, SIGTERM exits 0."""
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -26,7 +27,7 @@ from tengen.data.record_sgf import record_to_sgf, write_record_sgf
 from tengen.data.rows import decode, rows_from_record, validate
 from tengen.data.synthetic import random_game
 from tengen.go.sgf import read_game, replay
-from tengen.infra.broker import free_port
+from tengen.infra.broker import LocalBroker, free_port
 from tengen.infra.kafka import GAMES_TOPIC, ReliableProducer, announce_model
 from tengen.infra.triton import LocalTriton, ModelRepository, TritonError, TritonEvaluator, promote, render_config
 from tengen.nn.export import export_model
@@ -130,9 +131,19 @@ def _metric(text: str, name: str, **labels: str) -> float:
     return total
 
 
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[LocalBroker]:
+    """A broker of this test's own: the test freezes it."""
+    own = LocalBroker(log_path=tmp_path / "broker.log").start()
+    try:
+        yield own
+    finally:
+        own.stop()
+
+
 @pytest.mark.slow
-def test_selfplay_worker_end_to_end(kafka_broker, tmp_path: Path) -> None:
-    bootstrap = kafka_broker.bootstrap
+def test_selfplay_worker_end_to_end(broker: LocalBroker, tmp_path: Path) -> None:
+    bootstrap = broker.bootstrap
     model = f"sp-{uuid.uuid4().hex[:8]}"
     worker_id = f"w{uuid.uuid4().hex[:6]}"
     repo = ModelRepository(tmp_path / "repository")
@@ -209,6 +220,23 @@ def test_selfplay_worker_end_to_end(kafka_broker, tmp_path: Path) -> None:
         healthz = _get(f"{base}/healthz")
         assert healthz.startswith("ok")
 
+        # The broker freezes past the producer's request timeout: the worker keeps playing and
+        # buffers; once the broker is back every game arrives, resent under its own id.
+        played = _metric(_get(f"{base}/metrics"), "tengen_selfplay_games_total")
+        os.kill(broker.pid, signal.SIGSTOP)
+        try:
+            frozen = time.monotonic()
+            wait(lambda: _metric(_get(f"{base}/metrics"), "tengen_selfplay_games_total") >= played + 3
+                 and time.monotonic() - frozen > 12, 120, "games played while the broker is frozen")
+            assert _metric(_get(f"{base}/metrics"), "tengen_selfplay_unacknowledged") > 0
+        finally:
+            os.kill(broker.pid, signal.SIGCONT)
+
+        def delivered() -> bool:
+            metrics = _metric(_get(f"{base}/metrics"), "tengen_selfplay_games_total")
+            return _metric(_get(f"{base}/metrics"), "tengen_selfplay_published_total") >= metrics
+        wait(delivered, 120, "the buffered games to be acknowledged")
+
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log_path.read_text()[-3000:]
         stopped = time.monotonic()
@@ -226,6 +254,8 @@ def test_selfplay_worker_end_to_end(kafka_broker, tmp_path: Path) -> None:
     log_text = log_path.read_text()
     assert "stopped after" in log_text
     records = reader.games()
+    published = int(re.findall(r"stopped after (\d+) games", log_text)[-1])
+    assert len(records) == published  # every game handed to the producer arrived
     # One game, one id: resends keep the id and the bytes; different ids are different games.
     for key, values in reader.values.items():
         assert all(v == values[0] for v in values), f"{key} published with different contents"
