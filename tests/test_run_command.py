@@ -226,3 +226,46 @@ def test_children_stop_in_reverse_start_order(tmp_path: Path) -> None:
     supervisor.stop_all()
     assert record.read_text().split() == names[::-1]
     assert [s.state for s in supervisor.states()] == ["stopped"] * 3
+
+
+def test_status_reads_the_services_metrics(tmp_path: Path) -> None:
+    """Samples from the trainer's /metrics, games and rates from the selfplay workers' (summed)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    bodies = {
+        "/trainer": "# TYPE tengen_trainer_samples gauge\ntengen_trainer_samples 4096.0\n",
+        "/w0": "# TYPE tengen_selfplay_games counter\ntengen_selfplay_games_total 10.0\n"
+               "# TYPE tengen_selfplay_positions counter\ntengen_selfplay_positions_total 400.0\n",
+        "/w1": "# TYPE tengen_selfplay_games counter\ntengen_selfplay_games_total 5.0\n",
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = bodies[self.path].encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        reader = StatusReader(tmp_path, load_config("tiny"), trainer_metrics=f"{base}/trainer",
+                              selfplay_metrics=[f"{base}/w0", f"{base}/w1", "http://127.0.0.1:9/metrics"])
+        first = reader.read()
+        assert first.samples == 4096 and first.games_played == 15 and first.games_per_s is None
+        bodies["/w0"] = bodies["/w0"].replace("10.0", "40.0").replace("400.0", "1600.0")
+        time.sleep(0.5)
+        second = reader.read()
+        assert second.games_played == 45
+        assert second.games_per_s is not None and 0 < second.games_per_s <= 30 / 0.5
+        assert second.positions_per_s == pytest.approx(second.games_per_s * 40)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -4,7 +4,8 @@ rendering as a screen (terminal) or one line (log files, pipes).
 Sources, none of them a new API:
 - the window's manifest and game id log (`<data_dir>/trainer/window/`): rows ever appended, rows in
   the window (§4.7 formula with the preset's constants), games ingested; read incrementally.
-- the trainer's Prometheus /metrics: samples trained; selfplay workers' /metrics: games they played.
+- the trainer's Prometheus /metrics: samples trained; selfplay workers' /metrics: games and positions
+  they played (rates from the change between two reads).
 - `<data_dir>/candidates/*.pt`: candidates exported (the newest name carries its sample count).
 - the last line of `<data_dir>/gating/decisions.jsonl`: the last gating decision.
 - the model repository: the current (latest) version.
@@ -17,6 +18,7 @@ import json
 import math
 import os
 import re
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -113,6 +115,7 @@ class StatusReader:
         self._ids_read = 0  # bytes of the id log already counted
         self._games = 0
         self._ratings_client = None
+        self._selfplay_seen: tuple[float, float, float] | None = None  # (when, games, positions) last read
 
     def read(self) -> Status:
         status = Status()
@@ -126,9 +129,16 @@ class StatusReader:
                 status.samples = max(int(samples), status.samples or 0)
         workers = [m for m in (scrape(url) for url in self.selfplay_metrics) if "tengen_selfplay_games_total" in m]
         if workers:
-            status.games_played = int(sum(m["tengen_selfplay_games_total"] for m in workers))
-            status.games_per_s = sum(m.get("tengen_selfplay_games_per_second", 0.0) for m in workers)
-            status.positions_per_s = sum(m.get("tengen_selfplay_positions_per_second", 0.0) for m in workers)
+            games = sum(m["tengen_selfplay_games_total"] for m in workers)
+            positions = sum(m.get("tengen_selfplay_positions_total", 0.0) for m in workers)
+            status.games_played = int(games)
+            now = time.monotonic()
+            if self._selfplay_seen is not None:
+                then, games_then, positions_then = self._selfplay_seen
+                if now > then and games >= games_then:  # a restarted worker counts from 0 again
+                    status.games_per_s = (games - games_then) / (now - then)
+                    status.positions_per_s = max(0.0, positions - positions_then) / (now - then)
+            self._selfplay_seen = (now, games, positions)
         status.leaders = self._read_leaders()
         return status
 
