@@ -1,7 +1,7 @@
 """`tengen models init|list|promote`: make a fresh export, see what the model repository and
 Triton hold, and hot-swap an export into Triton by hand.
 
-`promote` goes through the same path as gating (tengen.infra.triton.promote): the export is
+`promote` goes through the same path as gating (tengen.infra.promotion): the export is
 written atomically as the next version of the model, Triton loads it beside the version that
 serves now, the command waits until it reports ready, then announces it on `tengen.models` so
 selfplay workers switch to it. Nothing is written when PATH is not a valid export or when Triton
@@ -18,12 +18,9 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any
 
 from tengen.config import RunConfig, TritonConfig
-
-if TYPE_CHECKING:  # numpy is imported inside the commands, keeping `tengen --help` fast
-    import numpy as np
 
 # A person is waiting: a Triton that does not answer within this is reported as not reachable.
 REACHABLE_TIMEOUT_S = 3.0
@@ -162,70 +159,15 @@ def _list(args: argparse.Namespace) -> int:
 
 
 # -- promote --------------------------------------------------------------------------------------
-def canary_inputs() -> tuple[np.ndarray, np.ndarray]:
-    """Two fixed 9x9 positions that a promoted version must answer like its export does."""
-    import numpy as np
-
-    from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, ON_BOARD
-
-    rng = np.random.default_rng(20240)
-    spatial = (rng.random((2, NUM_SPATIAL, 9, 9)) < 0.3).astype(np.float32)
-    spatial[:, ON_BOARD] = 1.0
-    return spatial, rng.random((2, NUM_GLOBAL)).astype(np.float32)
-
-
-def validate_export(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """(sidecar, outputs on canary_inputs()) of the export at `path`, after checking it is an
-    export this code can serve: sidecar present and readable, input plane counts equal to
-    tengen.go.planes, the TorchScript file loads and answers with the four outputs in the right
-    shapes."""
-    from tengen.nn.evaluator import TorchEvaluator
-    from tengen.nn.export import load_export
-
-    if not path.is_file():
-        raise CommandError(f"no export at {path}")
-    try:
-        module, metadata = load_export(path)
-    except (FileNotFoundError, ValueError) as exc:
-        raise CommandError(f"{path} is not a tengen export: {exc}") from None
-    except RuntimeError as exc:  # torch.jit.load on a file that is not TorchScript
-        raise CommandError(f"{path} is not a TorchScript file: {str(exc).strip().splitlines()[0]}") from None
-    spatial, glob = canary_inputs()
-    try:
-        outputs = TorchEvaluator(module).evaluate(spatial, glob)
-    except Exception as exc:  # anything the scripted forward raises
-        raise CommandError(f"{path}: the exported module fails on a 9x9 position: {exc}") from None
-    n, size = spatial.shape[0], spatial.shape[-1]
-    want = {"policy": (n, size * size + 1), "value": (n, 3), "score": (n, 2), "ownership": (n, size, size)}
-    shapes = {name: tuple(out.shape) for name, out in outputs.items()}
-    if shapes != want:
-        raise CommandError(f"{path}: outputs have shapes {shapes}, expected {want}")
-    return metadata, outputs
-
-
-def _check_served(url: str, model: str, expected: dict[str, np.ndarray]) -> Callable[[int], None]:
-    """promote()'s check: the new version answers the canary positions like the export. A Triton
-    that reads another repository than the one written to serves some other net under that number."""
-    import numpy as np
-
-    from tengen.infra.triton import TritonError, TritonEvaluator
-
-    def check(version: int) -> None:
-        with TritonEvaluator(url, model, version, retry_deadline_s=30.0) as evaluator:
-            got = evaluator.evaluate(*canary_inputs())
-        for name, want in expected.items():
-            if not np.allclose(got[name], want, rtol=1e-3, atol=1e-3):
-                raise TritonError(f"Triton's {model} version {version} does not compute what the export does "
-                                  f"(output {name} differs); does it serve the repository written to?")
-
-    return check
-
-
 def _promote(args: argparse.Namespace) -> int:
-    from tengen.infra.triton import ModelRepository, TritonError, promote, render_config
+    from tengen.infra.promotion import ExportError, load_checked, validate_export
+    from tengen.infra.triton import ModelRepository, TritonError, render_config
 
     export: Path = args.path
-    metadata, expected = validate_export(export)
+    try:
+        metadata, expected = validate_export(export)
+    except ExportError as exc:
+        raise CommandError(str(exc)) from None
     url = args.triton or default_triton_url()
     bootstrap = args.kafka or os.environ.get("TENGEN_KAFKA_BOOTSTRAP") or None
     # Check both servers before writing, so an unreachable one leaves the repository untouched.
@@ -246,8 +188,7 @@ def _promote(args: argparse.Namespace) -> int:
     print(f"promoting {export} ({arch}, {metadata.get('samples_seen', 0):,} samples seen) as the next version "
           f"of {args.model} in {repo.root} ...", flush=True)
     try:
-        version = promote(repo, url, args.model, export, timeout_s=args.timeout,
-                          check=_check_served(url, args.model, expected))
+        version = load_checked(repo, url, args.model, export, expected, timeout_s=args.timeout)
     except TritonError as exc:
         raise CommandError(f"promotion failed, repository left as it was: {exc}") from None
     print(f"{args.model} version {version} is ready in Triton at {url}"

@@ -1,4 +1,4 @@
-"""Many self-play games in one process, their leaves evaluated in shared batches.
+"""Many games in one process, their leaves evaluated in shared batches.
 
 The G games are split into two halves. Each step of a half gathers one leaf per game (`k` with
 virtual loss) into one batch (`select_batch`, no Python work per game), sends it to the evaluator
@@ -11,6 +11,10 @@ The evaluator is anything with `evaluate(spatial, globals) -> dict` (tengen.nn.e
 that also has `infer(spatial, globals)` returning an object with `.outputs` and `.model_version`
 (TritonEvaluator) lets each game carry the newest model version that evaluated any of its
 positions.
+
+`BatchedRunner` is that loop for any game generator; it also drives games between two nets
+(tengen.search.match: one tree per side, each side's leaves batched for its own evaluator).
+`SelfplayRunner` plays SelfPlayGames with one evaluator.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import concurrent.futures
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Generator, Iterator, Sequence
 
 import numpy as np
 
@@ -49,125 +53,147 @@ class RunnerStats:
                 "mean_batch": self.leaves / max(self.batches, 1), "eval_wait_s": self.eval_wait_s}
 
 
-class _Slot:
-    """One game at a time: its tree (kept across games) and the game's generator."""
+class Slot:
+    """One game at a time: its trees (one per evaluator, kept across games) and the game's generator."""
 
-    def __init__(self, tree: Tree) -> None:
-        self.tree = tree
-        self.game: SelfPlayGame | None = None
-        self.steps: GameSteps | None = None
+    def __init__(self, trees: list[Tree]) -> None:
+        self.trees = trees
+        self.game: Any = None
+        self.steps: Generator[None, None, Any] | None = None
+
+    @property
+    def tree(self) -> Tree:
+        return self.trees[0]
+
+    def searching(self) -> bool:
+        """A search is set up and not finished on one of the slot's trees."""
+        return any(t.target_visits > 0 and not t.done for t in self.trees)
 
 
 class _Half:
-    def __init__(self, slots: list[_Slot], rows: int, side: int) -> None:
+    def __init__(self, slots: list[Slot], rows: int, side: int, evaluators: int) -> None:
         self.slots = slots
-        self.spatial = np.zeros((rows, NUM_SPATIAL, side, side), np.float32)
-        self.global_inputs = np.zeros((rows, NUM_GLOBAL), np.float32)
-        self.trees: list[Tree] = []
-        self.active: list[_Slot] = []
-        self.counts: np.ndarray | None = None
-        self.future: concurrent.futures.Future | None = None
+        self.spatial = [np.zeros((rows, NUM_SPATIAL, side, side), np.float32) for _ in range(evaluators)]
+        self.global_inputs = [np.zeros((rows, NUM_GLOBAL), np.float32) for _ in range(evaluators)]
+        self.trees: list[list[Tree]] = [[] for _ in range(evaluators)]
+        self.active: list[Slot] = []
+        self.counts: list[np.ndarray | None] = [None] * evaluators
+        self.futures: list[concurrent.futures.Future | None] = [None] * evaluators
+
+    def idle(self) -> bool:
+        return not self.active and all(f is None for f in self.futures)
 
 
-class SelfplayRunner:
-    """Plays games `games_in_parallel` at a time; `run()` yields finished GameRecords."""
+class BatchedRunner:
+    """Plays games `games_in_parallel` at a time; `run()` yields what each game's generator returns.
 
-    def __init__(self, evaluator: Evaluator, settings: SelfplaySettings, search: SearchConfig, *,
-                 games_in_parallel: int = 16, leaves_per_game: int = 1, seed: int = 0,
-                 model_name: str = "", model_version: int = 0, id_prefix: str | None = None) -> None:
+    Each slot holds one Tree per evaluator (tree e is searched with evaluator e, so each evaluator
+    has its own NN cache). A game is a generator that sets up a search on one of its slot's trees
+    and yields; the runner runs that search to `done` and resumes it. Per half and evaluator the
+    leaves go into one batch, so with two evaluators a half has up to two batches in flight.
+    Subclasses say how a game starts (`_new_game`) and what a finished one gives (`_finished`).
+    """
+
+    def __init__(self, evaluators: Sequence[Evaluator], caches: Sequence[NNCache], search: SearchConfig,
+                 board_side: int, *, games_in_parallel: int = 16, leaves_per_game: int = 1, seed: int = 0) -> None:
         if games_in_parallel < 2:
             raise ValueError(f"games_in_parallel must be >= 2 (two halves), got {games_in_parallel}")
         if leaves_per_game < 1:
             raise ValueError(f"leaves_per_game must be >= 1, got {leaves_per_game}")
-        self.evaluator = evaluator
-        self.settings = settings
+        if not evaluators or len(evaluators) != len(caches):
+            raise ValueError("one NN cache per evaluator, at least one evaluator")
+        self.evaluators = list(evaluators)
         self.leaves_per_game = leaves_per_game
         self.seed = seed
-        self.model_name = model_name
-        self.model_version = model_version
-        self.id_prefix = id_prefix
         self.stats = RunnerStats()
-        side = max(settings.board_sizes)
-        self.cache = NNCache(search.nn_cache_size, side * side)
-        slots = [_Slot(new_tree(self.cache, search, seed * 100003 + i)) for i in range(games_in_parallel)]
+        n = len(self.evaluators)
+        slots = [Slot([new_tree(caches[e], search, seed * 100003 + i + 1_000_033 * e) for e in range(n)])
+                 for i in range(games_in_parallel)]
         half = games_in_parallel // 2
-        self._halves = [_Half(slots[:half], half * leaves_per_game, side),
-                        _Half(slots[half:], (games_in_parallel - half) * leaves_per_game, side)]
+        self._halves = [_Half(slots[:half], half * leaves_per_game, board_side, n),
+                        _Half(slots[half:], (games_in_parallel - half) * leaves_per_game, board_side, n)]
         self._games_started = 0
-        self._infer = getattr(evaluator, "infer", None)
+        self._infer = [getattr(e, "infer", None) for e in self.evaluators]
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
-    @classmethod
-    def from_config(cls, config: Config, evaluator: Evaluator, **kwargs: Any) -> "SelfplayRunner":
-        kwargs.setdefault("games_in_parallel", config.selfplay.games_in_parallel)
-        kwargs.setdefault("model_name", config.run.model_name)
-        return cls(evaluator, SelfplaySettings.from_config(config), config.search, **kwargs)
+    # -- what subclasses define ------------------------------------------------------------------
 
-    def _new_game(self, slot: _Slot) -> None:
+    def _new_game(self, slot: Slot, index: int) -> tuple[Any, Generator[None, None, Any]]:
+        """(the game object, its generator) for the `index`-th game started in this run."""
+        raise NotImplementedError
+
+    def _finished(self, slot: Slot, result: Any) -> Any:
+        """What run() yields for a game whose generator returned `result`."""
+        return result
+
+    def _served_by(self, slot: Slot, evaluator: int, version: int) -> None:
+        """Evaluator `evaluator` (one with `infer`) answered for the slot's game with `version`."""
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    def _start(self, slot: Slot) -> None:
         index = self._games_started
         self._games_started += 1
-        game_id = f"{self.id_prefix}-{index}" if self.id_prefix else None
-        slot.game = SelfPlayGame(slot.tree, self.settings, seed=self.seed * 1_000_003 + index,
-                                 game_id=game_id, model_name=self.model_name, model_version=self.model_version)
-        slot.steps = slot.game.play()
+        slot.game, slot.steps = self._new_game(slot, index)
         next(slot.steps)  # runs up to its first search
 
-    def _advance(self, slot: _Slot, finished: list[game_pb2.GameRecord], more: bool) -> None:
-        """Resume the slot's game while its search is done; start new games while `more`."""
-        while slot.steps is not None and slot.tree.done:
+    def _advance(self, slot: Slot, finished: list[Any], more: bool) -> None:
+        """Resume the slot's game while it has no search running; start new games while `more`."""
+        while slot.steps is not None and not slot.searching():
             moves = len(slot.game.moves)
             try:
                 slot.steps.send(None)
             except StopIteration as stop:
-                record: game_pb2.GameRecord = stop.value
-                record.model_version = max(record.model_version, slot.game.model_version)
                 self.stats.moves += len(slot.game.moves) - moves
                 self.stats.games += 1
-                self.stats.rows += sum(1 for m in record.moves if m.full_search)
-                finished.append(record)
+                finished.append(self._finished(slot, stop.value))
                 slot.game = slot.steps = None
                 if more:
-                    self._new_game(slot)
+                    self._start(slot)
                 continue
             self.stats.moves += len(slot.game.moves) - moves
 
-    def _prepare(self, half: _Half, finished: list[game_pb2.GameRecord], more: bool) -> None:
-        """Advance the half's games, gather their leaves and send them off as one batch."""
+    def _prepare(self, half: _Half, finished: list[Any], more: bool) -> None:
+        """Advance the half's games, gather their leaves and send them off, one batch per evaluator."""
         for slot in half.slots:
             if slot.steps is None and more:
-                self._new_game(slot)
+                self._start(slot)
             self._advance(slot, finished, more)
         half.active = [s for s in half.slots if s.steps is not None]
-        half.trees = [s.tree for s in half.active]
-        half.future = None
-        half.counts = select_batch(half.trees, half.spatial, half.global_inputs, self.leaves_per_game)
-        total = int(half.counts.sum())
-        if total:
-            spatial, global_inputs = half.spatial[:total], half.global_inputs[:total]
-            call = self._infer if self._infer is not None else self.evaluator.evaluate
-            half.future = self._pool.submit(call, spatial, global_inputs)
-            self.stats.batches += 1
-            self.stats.leaves += total
+        for e, evaluator in enumerate(self.evaluators):
+            half.trees[e] = [s.trees[e] for s in half.active]
+            half.futures[e] = None
+            counts = select_batch(half.trees[e], half.spatial[e], half.global_inputs[e], self.leaves_per_game)
+            half.counts[e] = counts
+            total = int(counts.sum())
+            if total:
+                spatial, global_inputs = half.spatial[e][:total], half.global_inputs[e][:total]
+                call = self._infer[e] if self._infer[e] is not None else evaluator.evaluate
+                half.futures[e] = self._pool.submit(call, spatial, global_inputs)
+                self.stats.batches += 1
+                self.stats.leaves += total
 
     def _finish(self, half: _Half) -> None:
-        """Wait for the half's batch and back it up."""
-        if half.future is None:
-            return
-        waited = time.monotonic()
-        out = half.future.result()
-        self.stats.eval_wait_s += time.monotonic() - waited
-        half.future = None
-        if self._infer is not None:
-            version = int(out.model_version)
-            out = out.outputs
-            for slot, count in zip(half.active, half.counts):
-                if count and version > slot.game.model_version:
-                    slot.game.model_version = version
-        backup_batch(half.trees, half.counts, out["policy"], out["value"], out["score"])
+        """Wait for the half's batches and back them up."""
+        for e, future in enumerate(half.futures):
+            if future is None:
+                continue
+            waited = time.monotonic()
+            out = future.result()
+            self.stats.eval_wait_s += time.monotonic() - waited
+            half.futures[e] = None
+            if self._infer[e] is not None:
+                version = int(out.model_version)
+                out = out.outputs
+                for slot, count in zip(half.active, half.counts[e]):
+                    if count:
+                        self._served_by(slot, e, version)
+            backup_batch(half.trees[e], half.counts[e], out["policy"], out["value"], out["score"])
 
-    def run(self, num_games: int | None = None, stop: threading.Event | None = None) -> Iterator[game_pb2.GameRecord]:
+    def run(self, num_games: int | None = None, stop: threading.Event | None = None) -> Iterator[Any]:
         """Play until `num_games` games have finished (forever when None) or `stop` is set
-        (games in progress are then dropped); yields each finished game's record."""
+        (games in progress are then dropped); yields each finished game's result. Closing the
+        iterator early also drops the games in progress."""
         if num_games is not None and num_games < 1:
             raise ValueError(f"num_games must be >= 1, got {num_games}")
         self.stats = RunnerStats()
@@ -175,13 +201,14 @@ class SelfplayRunner:
         for half in self._halves:
             for slot in half.slots:
                 slot.game = slot.steps = None
-        finished: list[game_pb2.GameRecord] = []
+        finished: list[Any] = []
         yielded = 0
 
         def more() -> bool:
             return (num_games is None or self._games_started < num_games) and not (stop and stop.is_set())
 
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="selfplay-eval") as pool:
+        workers = 2 * len(self.evaluators)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="runner-eval") as pool:
             self._pool = pool
             try:
                 for half in self._halves:
@@ -189,27 +216,67 @@ class SelfplayRunner:
                 while True:
                     for half in self._halves:
                         self._finish(half)
-                        self._prepare(half, finished, more())  # overlaps the other half's batch
+                        self._prepare(half, finished, more())  # overlaps the other half's batches
                         while finished:
                             yield finished.pop(0)
                             yielded += 1
-                    idle = all(h.future is None and not h.active for h in self._halves)
+                    idle = all(h.idle() for h in self._halves)
                     if idle or (stop is not None and stop.is_set()):
                         break
                     if num_games is not None and yielded >= num_games:
                         break
             finally:
                 for half in self._halves:  # never leave a batch running on a closed pool
-                    if half.future is not None:
-                        half.future.cancel()
-                        concurrent.futures.wait([half.future])
-                        half.future = None
+                    for e, future in enumerate(half.futures):
+                        if future is not None:
+                            future.cancel()
+                            concurrent.futures.wait([future])
+                            half.futures[e] = None
                     for slot in half.slots:
                         if slot.steps is not None:
                             slot.steps.close()
                         slot.game = slot.steps = None
-                        _discard_pending(slot.tree)
+                        for tree in slot.trees:
+                            _discard_pending(tree)
                 self._pool = None
+
+
+class SelfplayRunner(BatchedRunner):
+    """Plays self-play games `games_in_parallel` at a time; `run()` yields finished GameRecords."""
+
+    def __init__(self, evaluator: Evaluator, settings: SelfplaySettings, search: SearchConfig, *,
+                 games_in_parallel: int = 16, leaves_per_game: int = 1, seed: int = 0,
+                 model_name: str = "", model_version: int = 0, id_prefix: str | None = None) -> None:
+        self.evaluator = evaluator
+        self.settings = settings
+        self.model_name = model_name
+        self.model_version = model_version
+        self.id_prefix = id_prefix
+        side = max(settings.board_sizes)
+        self.cache = NNCache(search.nn_cache_size, side * side)
+        super().__init__([evaluator], [self.cache], search, side, games_in_parallel=games_in_parallel,
+                         leaves_per_game=leaves_per_game, seed=seed)
+
+    @classmethod
+    def from_config(cls, config: Config, evaluator: Evaluator, **kwargs: Any) -> "SelfplayRunner":
+        kwargs.setdefault("games_in_parallel", config.selfplay.games_in_parallel)
+        kwargs.setdefault("model_name", config.run.model_name)
+        return cls(evaluator, SelfplaySettings.from_config(config), config.search, **kwargs)
+
+    def _new_game(self, slot: Slot, index: int) -> tuple[SelfPlayGame, GameSteps]:
+        game_id = f"{self.id_prefix}-{index}" if self.id_prefix else None
+        game = SelfPlayGame(slot.tree, self.settings, seed=self.seed * 1_000_003 + index,
+                            game_id=game_id, model_name=self.model_name, model_version=self.model_version)
+        return game, game.play()
+
+    def _finished(self, slot: Slot, record: game_pb2.GameRecord) -> game_pb2.GameRecord:
+        record.model_version = max(record.model_version, slot.game.model_version)
+        self.stats.rows += sum(1 for m in record.moves if m.full_search)
+        return record
+
+    def _served_by(self, slot: Slot, evaluator: int, version: int) -> None:
+        if version > slot.game.model_version:
+            slot.game.model_version = version
 
 
 def _discard_pending(tree: Tree) -> None:

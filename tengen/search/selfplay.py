@@ -115,6 +115,12 @@ def sample_by_visits(moves: np.ndarray, visits: np.ndarray, temperature: float, 
     return int(rng.choice(moves[positive], p=weights / weights.sum()))
 
 
+def random_rules(rng: np.random.Generator) -> Rules:
+    """Appendix C: positional or situational superko, suicide on or off, uniformly; KataGo scoring."""
+    ko = "positional" if rng.random() < 0.5 else "situational"
+    return Rules(ko=ko, suicide=bool(rng.random() < 0.5), scoring="katago")
+
+
 def lopsided_factor(black_winrates: list[float], turns: int, threshold: float) -> float | None:
     """lambda of §6.2.1, or None while the game is not lopsided.
 
@@ -156,10 +162,6 @@ class SelfPlayGame:
 
     # ---------------------------------------------------------------- game setup
 
-    def _random_rules(self) -> Rules:
-        ko = "positional" if self.rng.random() < 0.5 else "situational"
-        return Rules(ko=ko, suicide=bool(self.rng.random() < 0.5), scoring="katago")
-
     def _random_komi(self, area: int) -> float:
         s = self.settings
         stdev = s.wide_komi_stdev if self.rng.random() < s.wide_komi_prob else s.komi_stdev
@@ -170,7 +172,7 @@ class SelfPlayGame:
         s = self.settings
         weights = np.asarray(s.board_size_weights, np.float64)
         side = int(self.rng.choice(s.board_sizes, p=weights / weights.sum()))
-        return Board(side, side, self._random_rules(), self._random_komi(side * side))
+        return Board(side, side, random_rules(self.rng), self._random_komi(side * side))
 
     # ---------------------------------------------------------------- moves
 
