@@ -269,3 +269,14 @@ def test_status_reads_the_services_metrics(tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_data_dir_in_use_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tengen.run.local import data_dir_lock
+
+    data_dir = tmp_path / "d"
+    data_dir.mkdir()
+    with data_dir_lock(data_dir):
+        assert main(["run", "--preset", "tiny", "--data-dir", str(data_dir)]) == 1
+    assert "another tengen run is using" in capsys.readouterr().err
+    assert not (data_dir / "models").exists()  # refused before anything was written

@@ -75,17 +75,18 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _log_to_file(path: Path, interactive: bool) -> None:
-    """This process's log goes to <data-dir>/logs/run.log; on a terminal only warnings also reach
-    stderr, so the status view is not scrolled away."""
+def _log_to_file(path: Path, interactive: bool) -> logging.Handler:
+    """This process's log also goes to <data-dir>/logs/run.log; on a terminal only warnings still
+    reach stderr, so the status view is not scrolled away. Returns the file handler."""
     root = logging.getLogger()
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root.addHandler(handler)
     if interactive:
         for existing in root.handlers:
-            if existing is not handler and isinstance(existing, logging.StreamHandler):
+            if isinstance(existing, logging.StreamHandler):
                 existing.setLevel(logging.WARNING)
+    root.addHandler(handler)
+    return handler
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -109,7 +110,7 @@ def _run(args: argparse.Namespace) -> int:
     interactive = sys.stdout.isatty() and not args.plain
     status_every = args.status_every or (5.0 if interactive else 30.0)
     (data_dir / LOGS_DIR).mkdir(parents=True, exist_ok=True)
-    _log_to_file(data_dir / LOGS_DIR / "run.log", interactive)
+    log_file = _log_to_file(data_dir / LOGS_DIR / "run.log", interactive)
     options = RunOptions(preset=preset, config=config, data_dir=data_dir, workers=workers,
                          duration_s=args.duration, status_every_s=status_every, interactive=interactive)
     stop = threading.Event()
@@ -131,6 +132,8 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        logging.getLogger().removeHandler(log_file)
+        log_file.close()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
