@@ -88,10 +88,9 @@ def test_evaluator_retries_end_when_stopping() -> None:
 # -- end to end ------------------------------------------------------------------------------------
 
 class GameReader:
-    """Everything one worker published on tengen.games (its ids start with the worker id)."""
+    """Everything published on tengen.games of this test's broker, by game id."""
 
-    def __init__(self, bootstrap: str, worker_id: str) -> None:
-        self.prefix = f"{worker_id}-"
+    def __init__(self, bootstrap: str) -> None:
         self.values: dict[str, list[bytes]] = {}
         self._consumer = KafkaConsumer(GAMES_TOPIC, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                                        enable_auto_commit=False)
@@ -99,15 +98,39 @@ class GameReader:
     def poll(self) -> None:
         for batch in self._consumer.poll(timeout_ms=200).values():
             for rec in batch:
-                key = rec.key.decode()
-                if key.startswith(self.prefix):
-                    self.values.setdefault(key, []).append(rec.value)
+                self.values.setdefault(rec.key.decode(), []).append(rec.value)
 
-    def games(self) -> list[game_pb2.GameRecord]:
-        return [decode(values[0]) for values in self.values.values()]
+    def games(self, worker_id: str) -> list[game_pb2.GameRecord]:
+        return [decode(values[0]) for key, values in self.values.items() if key.startswith(f"{worker_id}-")]
 
     def close(self) -> None:
         self._consumer.close()
+
+
+class Worker:
+    """`python -m services.selfplay` as a deployment runs it, logging to a file."""
+
+    def __init__(self, worker_id: str, env: dict[str, str], log_path: Path, *extra: str) -> None:
+        self.worker_id = worker_id
+        self.log_path = log_path
+        self._log_file = open(log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "services.selfplay", "--preset", "tiny", "--worker-id", worker_id,
+             "--http-port", "0", "--log-every", "2", *extra],
+            cwd=ROOT, env=env, stdout=self._log_file, stderr=subprocess.STDOUT)
+        self.base = ""
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def metric(self, name: str) -> float:
+        return _metric(_get(f"{self.base}/metrics"), name)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._log_file.close()
 
 
 def _export(path: Path, seed: int) -> Path:
@@ -145,7 +168,6 @@ def broker(tmp_path: Path) -> Iterator[LocalBroker]:
 def test_selfplay_worker_end_to_end(broker: LocalBroker, tmp_path: Path) -> None:
     bootstrap = broker.bootstrap
     model = f"sp-{uuid.uuid4().hex[:8]}"
-    worker_id = f"w{uuid.uuid4().hex[:6]}"
     repo = ModelRepository(tmp_path / "repository")
     repo.create_model(model, render_config(model, max_batch_size=64, warmup_board=7))
     repo.write_version(model, _export(tmp_path / "v1.pt", 1))
@@ -164,115 +186,117 @@ def test_selfplay_worker_end_to_end(broker: LocalBroker, tmp_path: Path) -> None
         "TENGEN_GAME__MAX_MOVES_FACTOR": "1.2",
         "PYTHONUNBUFFERED": "1",
     }
-    log_path = tmp_path / "selfplay.log"
-    log_file = open(log_path, "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "services.selfplay", "--preset", "tiny", "--worker-id", worker_id,
-         "--http-port", "0", "--log-every", "2"],
-        cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
-    reader = GameReader(bootstrap, worker_id)
+    main_worker = Worker("main", env, tmp_path / "main.log")
+    reader = GameReader(bootstrap)
     producer = ReliableProducer(bootstrap, client_id="test-selfplay-announcer")
+    counted: list[Worker] = []  # the second worker, while it runs
 
     def wait(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
         while not condition():
             reader.poll()
-            assert proc.poll() is None, f"the worker exited ({proc.returncode}) waiting for {what}:\n" \
-                                        f"{log_path.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{log_path.read_text()[-3000:]}"
+            for worker in [main_worker, *counted]:
+                assert worker.proc.poll() is None, \
+                    f"{worker.worker_id} exited ({worker.proc.returncode}) waiting for {what}:\n{worker.log()[-3000:]}"
+            assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{main_worker.log()[-3000:]}"
             time.sleep(0.2)
 
-    def games(version: int | None = None) -> list[game_pb2.GameRecord]:
-        return [g for g in reader.games() if version is None or g.model_version == version]
+    def games(version: int | None = None, since: float = 0.0) -> list[game_pb2.GameRecord]:
+        return [g for g in reader.games("main") if (version is None or g.model_version == version)
+                and g.created.ToSeconds() > since]
 
+    port_line = re.compile(r"selfplay: /healthz and /metrics on port (\d+)")
+
+    def http_base(worker: Worker) -> str:
+        wait(lambda: port_line.search(worker.log()) is not None, 60, f"the HTTP port of {worker.worker_id}")
+        return f"http://127.0.0.1:{port_line.search(worker.log()).group(1)}"
+
+    second = Worker("second", env, tmp_path / "second.log", "--games", "3")
     try:
-        port_line = re.compile(r"selfplay: /healthz and /metrics on port (\d+)")
-        wait(lambda: port_line.search(log_path.read_text()) is not None, 60, "the HTTP port")
-        base = f"http://127.0.0.1:{port_line.search(log_path.read_text()).group(1)}"
+        main_worker.base = http_base(main_worker)
         # Nothing announced yet: the worker says so and waits.
-        wait(lambda: "announced" in _get(f"{base}/healthz"), 60, "the wait for an announcement")
-        assert not games()
+        wait(lambda: "announced" in _get(f"{main_worker.base}/healthz"), 60, "the wait for an announcement")
+        assert not reader.values
         announce_model(producer, model, 1)
         wait(lambda: len(games(1)) >= 3, 240, "games of version 1")
+        # A second worker beside it stops by itself after its 3 games.
+        assert second.proc.wait(timeout=120) == 0, second.log()[-3000:]
 
         # Hot swap: version 2 is loaded beside 1, then announced.
         assert promote(repo, server.grpc_url, model, _export(tmp_path / "v2.pt", 2)) == 2
         announce_model(producer, model, 2)
-        wait(lambda: _metric(_get(f"{base}/metrics"), "tengen_selfplay_model_version") == 2, 60, "the switch")
+        wait(lambda: main_worker.metric("tengen_selfplay_model_version") == 2, 60, "the switch")
         switched = time.time()
-        wait(lambda: len([g for g in games(2) if g.created.ToSeconds() > switched + 5]) >= 2, 240,
-             "games of version 2")
-        worker_metrics = _metric(_get(f"{base}/metrics"), "tengen_selfplay_evaluator_failures_total")
+        wait(lambda: len(games(2, since=switched + 5)) >= 2, 240, "games of version 2")
         triton_failures = _metric(_get(server.metrics_url), "nv_inference_request_failure", model=model)
         triton_ok = _metric(_get(server.metrics_url), "nv_inference_request_success", model=model)
-        assert worker_metrics == 0 and triton_failures == 0 and triton_ok > 0, "a request failed in the swap"
-        assert "inference failed" not in log_path.read_text()
+        assert triton_failures == 0 and triton_ok > 0, "Triton failed a request in the swap"
+        assert main_worker.metric("tengen_selfplay_evaluator_failures_total") == 0
+        assert "inference failed" not in main_worker.log()
 
         # Triton crashes; the worker waits (no exit, nothing published from the dead server) ...
         server.kill()
         crashed = time.time()
-        time.sleep(3)
-        wait(lambda: "unavailable" in log_path.read_text(), 30, "the worker to notice the crash")
+        wait(lambda: "unavailable" in main_worker.log(), 30, "the worker to notice the crash")
+        time.sleep(2)
         # ... and carries on when it is back (both versions loaded again: latest 2).
         server.start()
-        wait(lambda: len([g for g in games(2) if g.created.ToSeconds() > crashed + 3]) >= 2, 240,
-             "games after the restart")
-        healthz = _get(f"{base}/healthz")
-        assert healthz.startswith("ok")
+        wait(lambda: len(games(2, since=crashed + 3)) >= 2, 240, "games after the restart")
+        assert _get(f"{main_worker.base}/healthz").startswith("ok")
 
         # The broker freezes past the producer's request timeout: the worker keeps playing and
         # buffers; once the broker is back every game arrives, resent under its own id.
-        played = _metric(_get(f"{base}/metrics"), "tengen_selfplay_games_total")
+        played = main_worker.metric("tengen_selfplay_games_total")
         os.kill(broker.pid, signal.SIGSTOP)
         try:
             frozen = time.monotonic()
-            wait(lambda: _metric(_get(f"{base}/metrics"), "tengen_selfplay_games_total") >= played + 3
+            wait(lambda: main_worker.metric("tengen_selfplay_games_total") >= played + 3
                  and time.monotonic() - frozen > 12, 120, "games played while the broker is frozen")
-            assert _metric(_get(f"{base}/metrics"), "tengen_selfplay_unacknowledged") > 0
+            assert main_worker.metric("tengen_selfplay_unacknowledged") > 0
         finally:
             os.kill(broker.pid, signal.SIGCONT)
+        wait(lambda: main_worker.metric("tengen_selfplay_published_total")
+             >= main_worker.metric("tengen_selfplay_games_total"), 120, "the buffered games to be acknowledged")
 
-        def delivered() -> bool:
-            metrics = _metric(_get(f"{base}/metrics"), "tengen_selfplay_games_total")
-            return _metric(_get(f"{base}/metrics"), "tengen_selfplay_published_total") >= metrics
-        wait(delivered, 120, "the buffered games to be acknowledged")
-
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0, log_path.read_text()[-3000:]
+        # SIGTERM while Triton is down again: the worker gives up waiting and exits 0.
+        notices = main_worker.log().count("unavailable")
+        server.kill()
+        wait(lambda: main_worker.log().count("unavailable") > notices, 30, "the second crash to be noticed")
+        main_worker.proc.send_signal(signal.SIGTERM)
+        assert main_worker.proc.wait(timeout=60) == 0, main_worker.log()[-3000:]
         stopped = time.monotonic()
         while time.monotonic() - stopped < 3:  # whatever was flushed at shutdown
             reader.poll()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        log_file.close()
+        main_worker.close()
+        second.close()
         producer.close(timeout_s=5)
         reader.close()
         server.stop()
 
-    log_text = log_path.read_text()
+    log_text = main_worker.log()
     assert "stopped after" in log_text
-    records = reader.games()
-    published = int(re.findall(r"stopped after (\d+) games", log_text)[-1])
-    assert len(records) == published  # every game handed to the producer arrived
-    # One game, one id: resends keep the id and the bytes; different ids are different games.
+    records = reader.games("main")
+    # One game, one id: as many ids as games played (all arrived, none under a second id), and a
+    # resend keeps the id and the bytes.
+    assert len(records) == int(re.findall(r"stopped after (\d+) games", log_text)[-1])
+    assert len(reader.games("second")) == 3
+    every = records + reader.games("second")
     for key, values in reader.values.items():
         assert all(v == values[0] for v in values), f"{key} published with different contents"
-    assert len({tuple(m.move for m in r.moves) + (r.komi,) for r in records}) == len(records)
-    for record in records:
+    for record in every:
         validate(record)
         rows = rows_from_record(record, pos_len=7)
         assert len(rows) == sum(1 for m in record.moves if m.full_search)
         assert record.model_name == model and record.model_version in (1, 2)
-        assert re.fullmatch(rf"{worker_id}-[0-9a-f]{{8}}-\d+-\d+", record.id)
+        assert re.fullmatch(r"(main|second)-[0-9a-f]{8}-\d+-\d+", record.id)
     # The version tags: both versions played, and games finished well after the switch are v2.
     assert games(1) and games(2)
     assert all(r.model_version == 2 for r in records if r.created.ToSeconds() > switched + 5)
     # Every game was sampled as SGF (the tiny preset's rate is 1) and the files replay.
     sgf_files = {p.stem: p for p in (data_dir / "sgf").glob("v*/*.sgf")}
-    assert set(sgf_files) == {r.id for r in records}
-    for record in records[:5]:
+    assert set(sgf_files) == {r.id for r in every}
+    for record in every[:5]:
         path = sgf_files[record.id]
         assert path.parent.name == f"v{record.model_version}"
         game = read_game(path.read_bytes())

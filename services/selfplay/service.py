@@ -184,7 +184,8 @@ class SelfplayService:
                 return
             remaining = None if self.games_wanted is None else self.games_wanted - self.games_done
             runner = SelfplayRunner.from_config(self.config, evaluator, seed=self.seed + segment,
-                                                id_prefix=f"{self.run_id}-{segment}")
+                                                id_prefix=f"{self.run_id}-{segment}",
+                                                model_version=evaluator.version or 0)
             segment += 1
             self.state = "playing"
             self.metrics.playing.set(1)
@@ -192,13 +193,15 @@ class SelfplayService:
             try:
                 for record in runner.run(remaining, stop=stop):
                     if evaluator.version != cache_version:  # the runner is paused here: safe to clear
+                        # Games played from here on use the new version's evaluations only; one
+                        # answered wholly from the cache still carries the version that filled it.
                         runner.cache.clear()
-                        cache_version = evaluator.version
+                        cache_version = runner.model_version = evaluator.version or 0
                     self._finish_game(record, producer, stop)
                 backoff.reset()
             except TritonError as exc:  # also UnknownModelError: a version Triton does not serve
-                self.metrics.eval_failures.inc()
-                if not stop.is_set():
+                if not stop.is_set():  # (when stopping, the evaluator gave up on purpose)
+                    self.metrics.eval_failures.inc()
                     delay = backoff.next()
                     log.warning("selfplay: inference failed (%s); games in progress dropped, none published "
                                 "half-done; waiting %.0f s for Triton", exc, delay)
