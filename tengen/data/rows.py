@@ -2,8 +2,8 @@
 
 Rows are built from the moves, not stored features, so the input encoding can change without
 regenerating data (DESIGN.md, data flow 2). Only full-search turns (playout cap randomization,
-paper §3.1/§6) become rows. Targets (paper §4.1-4.2, App. B), all from the view of the player to
-move at that turn:
+paper §3.1/§6) become rows: the main line's, then those of the side branches (§6.2.2) in record
+order. Targets (paper §4.1-4.2, App. B), all from the view of the player to move at that turn:
 
 - policy: the pruned root visit counts of that turn, normalised;
 - opponent policy: the next turn's policy target when the next turn was a full search, else a
@@ -12,7 +12,13 @@ move at that turn:
 - value: (win, loss, no-result) of the final score; a draw (score 0) is half win, half loss;
 - score: the final score (komi included) from the mover's side;
 - ownership: the final owner of each point, +1 the mover's, -1 the opponent's, 0 neither;
-- weight: the turn's sample weight.
+- weight: the turn's sample weight;
+- final_weight: 1, the weight of the score and ownership targets.
+
+A side-branch row (a position the game never reached, so it has no final position) takes the
+search's own (win, loss, no-result) as its value target and has final_weight 0: its score and
+ownership targets (left 0) are not trained on. Its opponent policy is the next search of its
+branch, if any.
 
 Boards smaller than the buffer (`pos_len`) sit in its top-left corner, the rest zero, and policy
 vectors are indexed `y * pos_len + x` with pass last, so rows of every board size share one array
@@ -48,7 +54,8 @@ class RecordError(ValueError):
 
 @dataclass
 class TrainingRows:
-    """The rows of one game, N = number of full-search turns, L = the buffer's board length."""
+    """The rows of one game, N = number of full-search turns (main line, then side branches),
+    L = the buffer's board length."""
 
     x_size: int
     y_size: int
@@ -60,6 +67,8 @@ class TrainingRows:
     score: np.ndarray  # float32 [N]
     ownership: np.ndarray  # float32 [N, L, L] in {-1, 0, 1}
     weight: np.ndarray  # float32 [N]
+    # float32 [N]: weight of the score and ownership targets, 0 for side-branch rows; None = all 1
+    final_weight: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.weight)
@@ -67,6 +76,10 @@ class TrainingRows:
     @property
     def pos_len(self) -> int:
         return self.spatial.shape[-1]
+
+    def final_weights(self) -> np.ndarray:
+        """final_weight, with None read as all 1."""
+        return np.ones(len(self), np.float32) if self.final_weight is None else self.final_weight
 
 
 def decode(data: bytes) -> game_pb2.GameRecord:
@@ -80,10 +93,16 @@ def decode(data: bytes) -> game_pb2.GameRecord:
 
 
 def validate(record: game_pb2.GameRecord) -> None:
-    """Raise RecordError(reason) unless the record is well formed and replays legally."""
+    """Raise RecordError(reason) unless the record is well formed and replays legally (its side
+    branches included)."""
     _check_fields(record)
-    for _ in _replay(record):
+    for _ in _positions(record):
         pass
+
+
+def row_count(record: game_pb2.GameRecord) -> int:
+    """How many training rows `record` gives: its full-search turns, side branches included."""
+    return sum(1 for m in record.moves if m.full_search) + sum(len(b.searches) for b in record.side_branches)
 
 
 def rows_from_record(record: game_pb2.GameRecord, pos_len: int | None = None) -> TrainingRows:
@@ -99,8 +118,7 @@ def rows_from_record(record: game_pb2.GameRecord, pos_len: int | None = None) ->
     length = max(x_size, y_size) if pos_len is None else pos_len
     if not (x_size <= length <= planes.MAX_BOARD and y_size <= length):
         raise ValueError(f"pos_len {length} does not fit a {x_size}x{y_size} board (max {planes.MAX_BOARD})")
-    recorded = [i for i, m in enumerate(record.moves) if m.full_search]
-    n = len(recorded)
+    n = row_count(record)
     rows = TrainingRows(
         x_size=x_size,
         y_size=y_size,
@@ -112,24 +130,36 @@ def rows_from_record(record: game_pb2.GameRecord, pos_len: int | None = None) ->
         score=np.zeros(n, np.float32),
         ownership=np.zeros((n, length, length), np.float32),
         weight=np.zeros(n, np.float32),
+        final_weight=np.ones(n, np.float32),
     )
     black_owner = np.zeros((length, length), np.float32)
     black_owner[:y_size, :x_size] = np.asarray(record.ownership, np.float32).reshape(y_size, x_size)
-    moves = record.moves
-    row = 0
-    for index, board, prev1, prev2 in _replay(record, keep_history=True):
-        if not moves[index].full_search:
+    # Main-line rows first, then side-branch rows, each in record order.
+    main_row, branch_row = 0, n - sum(len(b.searches) for b in record.side_branches)
+    for pos in _positions(record, keep_history=True):
+        move = pos.move
+        if not move.full_search:
             continue
-        move = moves[index]
-        sign = 1.0 if move.color == game_pb2.BLACK else -1.0
-        features.encode(board, rows.spatial[row], rows.global_inputs[row], prev1, prev2)
+        if pos.branch is None:
+            row, main_row = main_row, main_row + 1
+        else:
+            row, branch_row = branch_row, branch_row + 1
+        features.encode(pos.board, rows.spatial[row], rows.global_inputs[row], pos.prev1, pos.prev2)
         _policy_into(rows.policy[row], move, x_size, y_size, length)
-        if index + 1 < len(moves):
-            reply = moves[index + 1]
+        line = record.moves if pos.branch is None else record.side_branches[pos.branch].searches
+        if pos.index + 1 < len(line):
+            reply = line[pos.index + 1]
             if reply.full_search:
                 _policy_into(rows.opponent_policy[row], reply, x_size, y_size, length)
             else:
                 rows.opponent_policy[row, _buffer_index(reply.move, x_size, y_size, length)] = 1.0
+        rows.weight[row] = move.weight
+        if pos.branch is not None:  # the search's value; no score or ownership target
+            value = np.array([move.value_win, move.value_loss, move.value_no_result], np.float32)
+            rows.value[row] = value / value.sum()
+            rows.final_weight[row] = 0.0
+            continue
+        sign = 1.0 if move.color == game_pb2.BLACK else -1.0
         mover_score = sign * record.final_score
         if mover_score > 0:
             rows.value[row, WIN] = 1.0
@@ -139,8 +169,6 @@ def rows_from_record(record: game_pb2.GameRecord, pos_len: int | None = None) ->
             rows.value[row, WIN] = rows.value[row, LOSS] = 0.5
         rows.score[row] = mover_score
         rows.ownership[row] = sign * black_owner
-        rows.weight[row] = move.weight
-        row += 1
     return rows
 
 
@@ -156,6 +184,58 @@ def _policy_into(out: np.ndarray, move: game_pb2.Move, x_size: int, y_size: int,
     visits = np.asarray(move.policy_visits, np.float64)
     for target, share in zip(move.policy_moves, visits / visits.sum()):
         out[_buffer_index(target, x_size, y_size, length)] = share
+
+
+@dataclass
+class _Position:
+    """A position that a move (or a side branch's search) of the record was made in."""
+
+    branch: int | None  # None: the main line; else the index of the side branch
+    index: int  # the move's index in record.moves, or the search's in the branch's searches
+    move: game_pb2.Move
+    board: Board  # live: use it before asking for the next position
+    prev1: Board | None  # 1 and 2 turns earlier (only with keep_history)
+    prev2: Board | None
+
+
+def _positions(record: game_pb2.GameRecord, keep_history: bool = False) -> Iterator[_Position]:
+    """Every move of the main line in order, each followed by the searches of the side branch
+    that leaves the main line there (if any). Assumes _check_fields passed."""
+    branches = {b.move_index: n for n, b in enumerate(record.side_branches)}
+    for index, board, prev1, prev2 in _replay(record, keep_history):
+        yield _Position(None, index, record.moves[index], board, prev1, prev2)
+        if index in branches:
+            yield from _replay_branch(record, branches[index], board, prev1, keep_history)
+
+
+def _replay_branch(record: game_pb2.GameRecord, number: int, at: Board, prev: Board | None,
+                   keep_history: bool) -> Iterator[_Position]:
+    """The positions of side branch `number`, which leaves the main line at `at` (the live main
+    board before moves[move_index], left untouched; `prev` the position before it)."""
+    branch = record.side_branches[number]
+    where = f"side branch {number} (at move {branch.move_index})"
+    main_move = record.moves[branch.move_index].move
+    if branch.alternative == main_move:
+        raise RecordError(f"{where}: the alternative {branch.alternative} is the main line's own move")
+    board = at.copy()
+    prev1, prev2 = (at.copy(), prev) if keep_history else (None, None)
+    try:
+        board.play(branch.alternative)
+    except IllegalMoveError as err:
+        raise RecordError(f"{where}: the alternative {branch.alternative} is illegal: {err.reason}") from err
+    for k, search in enumerate(branch.searches):
+        if board.game_over:
+            raise RecordError(f"{where}: search {k} comes after two passes ended the branch")
+        if search.color != board.to_move:
+            raise RecordError(f"{where}: search {k} is for {_color_name(search.color)} but "
+                              f"{_color_name(board.to_move)} is to move")
+        yield _Position(number, k, search, board, prev1, prev2)
+        if keep_history:
+            prev1, prev2 = board.copy(), prev1
+        try:  # also checks the last search's choice, which is never played on
+            board.play(search.move)
+        except IllegalMoveError as err:
+            raise RecordError(f"{where}: search {k}'s move {search.move} is illegal: {err.reason}") from err
 
 
 def _replay(
@@ -233,7 +313,7 @@ def _check_fields(record: game_pb2.GameRecord) -> None:
     if record.model_version < 0:
         raise RecordError(f"model_version must be >= 0, got {record.model_version}")
     for index, move in enumerate(record.moves):
-        _check_move(index, move, area)
+        _check_move(f"move {index}", move, area)
     _check_half_integer("final_score", record.final_score, limit=area + abs(record.komi))
     if not float(record.final_score + record.komi).is_integer():
         raise RecordError(f"final_score {record.final_score} + komi {record.komi} is not a whole number of points")
@@ -244,10 +324,28 @@ def _check_fields(record: game_pb2.GameRecord) -> None:
         raise RecordError("ownership values must be -1, 0 or 1")
     if record.end_reason not in (game_pb2.TWO_PASSES, game_pb2.PASS_ALIVE, game_pb2.MOVE_CAP):
         raise RecordError(f"end_reason {record.end_reason} is not one of TWO_PASSES, PASS_ALIVE, MOVE_CAP")
+    last_index = -1
+    for number, branch in enumerate(record.side_branches):
+        _check_side_branch(number, branch, last_index, len(record.moves), area)
+        last_index = branch.move_index
 
 
-def _check_move(index: int, move: game_pb2.Move, area: int) -> None:
-    where = f"move {index}"
+def _check_side_branch(number: int, branch: game_pb2.SideBranch, last_index: int, moves: int, area: int) -> None:
+    where = f"side branch {number}"
+    if not last_index < branch.move_index < moves:
+        raise RecordError(f"{where}: move_index {branch.move_index} must be within {last_index + 1}..{moves - 1} "
+                          "(after the previous branch's, before the end of the game)")
+    if branch.alternative >= area:
+        raise RecordError(f"{where}: the alternative {branch.alternative} must be a board move within 0..{area - 1}")
+    if not branch.searches:
+        raise RecordError(f"{where}: no searches")
+    for k, search in enumerate(branch.searches):
+        if not search.full_search:
+            raise RecordError(f"{where}, search {k}: must be a full search")
+        _check_move(f"{where}, search {k}", search, area)
+
+
+def _check_move(where: str, move: game_pb2.Move, area: int) -> None:
     if move.move > area:
         raise RecordError(f"{where}: move index {move.move} is outside 0..{area} (pass = {area})")
     if move.color not in (game_pb2.BLACK, game_pb2.WHITE):

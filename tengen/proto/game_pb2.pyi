@@ -54,8 +54,18 @@ class Move(_message.Message):
     weight: float
     def __init__(self, move: _Optional[int] = ..., color: _Optional[_Union[Color, str]] = ..., full_search: _Optional[bool] = ..., policy_moves: _Optional[_Iterable[int]] = ..., policy_visits: _Optional[_Iterable[int]] = ..., value_win: _Optional[float] = ..., value_loss: _Optional[float] = ..., value_no_result: _Optional[float] = ..., score_mean: _Optional[float] = ..., weight: _Optional[float] = ...) -> None: ...
 
+class SideBranch(_message.Message):
+    __slots__ = ("move_index", "alternative", "searches")
+    MOVE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ALTERNATIVE_FIELD_NUMBER: _ClassVar[int]
+    SEARCHES_FIELD_NUMBER: _ClassVar[int]
+    move_index: int
+    alternative: int
+    searches: _containers.RepeatedCompositeFieldContainer[Move]
+    def __init__(self, move_index: _Optional[int] = ..., alternative: _Optional[int] = ..., searches: _Optional[_Iterable[_Union[Move, _Mapping]]] = ...) -> None: ...
+
 class GameRecord(_message.Message):
-    __slots__ = ("id", "x_size", "y_size", "rules", "komi", "handicap", "initial_black", "initial_white", "first_to_move", "moves", "model_version", "model_name", "created", "final_score", "result", "ownership", "end_reason")
+    __slots__ = ("id", "x_size", "y_size", "rules", "komi", "handicap", "initial_black", "initial_white", "first_to_move", "moves", "model_version", "model_name", "created", "final_score", "result", "ownership", "end_reason", "side_branches")
     ID_FIELD_NUMBER: _ClassVar[int]
     X_SIZE_FIELD_NUMBER: _ClassVar[int]
     Y_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +83,7 @@ class GameRecord(_message.Message):
     RESULT_FIELD_NUMBER: _ClassVar[int]
     OWNERSHIP_FIELD_NUMBER: _ClassVar[int]
     END_REASON_FIELD_NUMBER: _ClassVar[int]
+    SIDE_BRANCHES_FIELD_NUMBER: _ClassVar[int]
     id: str
     x_size: int
     y_size: int
@@ -90,4 +101,5 @@ class GameRecord(_message.Message):
     result: str
     ownership: _containers.RepeatedScalarFieldContainer[int]
     end_reason: EndReason
-    def __init__(self, id: _Optional[str] = ..., x_size: _Optional[int] = ..., y_size: _Optional[int] = ..., rules: _Optional[str] = ..., komi: _Optional[float] = ..., handicap: _Optional[int] = ..., initial_black: _Optional[_Iterable[int]] = ..., initial_white: _Optional[_Iterable[int]] = ..., first_to_move: _Optional[_Union[Color, str]] = ..., moves: _Optional[_Iterable[_Union[Move, _Mapping]]] = ..., model_version: _Optional[int] = ..., model_name: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., final_score: _Optional[float] = ..., result: _Optional[str] = ..., ownership: _Optional[_Iterable[int]] = ..., end_reason: _Optional[_Union[EndReason, str]] = ...) -> None: ...
+    side_branches: _containers.RepeatedCompositeFieldContainer[SideBranch]
+    def __init__(self, id: _Optional[str] = ..., x_size: _Optional[int] = ..., y_size: _Optional[int] = ..., rules: _Optional[str] = ..., komi: _Optional[float] = ..., handicap: _Optional[int] = ..., initial_black: _Optional[_Iterable[int]] = ..., initial_white: _Optional[_Iterable[int]] = ..., first_to_move: _Optional[_Union[Color, str]] = ..., moves: _Optional[_Iterable[_Union[Move, _Mapping]]] = ..., model_version: _Optional[int] = ..., model_name: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., final_score: _Optional[float] = ..., result: _Optional[str] = ..., ownership: _Optional[_Iterable[int]] = ..., end_reason: _Optional[_Union[EndReason, str]] = ..., side_branches: _Optional[_Iterable[_Union[SideBranch, _Mapping]]] = ...) -> None: ...
