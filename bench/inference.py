@@ -15,6 +15,11 @@ evals/s is the median round's, and ratio = Triton evals/s / in-process evals/s. 
 checked to compute the same outputs first. Triton's own statistics for the rounds split its time
 per request into the forward pass, the copies in and out of the Python backend, and the queue (a
 request waits there while the one before it computes: that is what being in flight means).
+
+On a machine shared with other work the wall-clock rates swing with the load, so the CPU time each
+path spends per evaluation is measured too (this process: client or in-process net; tritonserver
+and its backend stubs from /proc): cpu_ratio = in-process CPU per eval / Triton CPU per eval says
+whether the Triton path does more work, whatever the load.
 """
 from __future__ import annotations
 
@@ -22,8 +27,10 @@ import argparse
 import collections
 import contextlib
 import math
+import os
 import tempfile
 import time
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -79,15 +86,35 @@ def _sequential(evaluate: Callable[[], object], calls: int) -> float:
     return time.perf_counter() - start
 
 
-def _rounds(paths: dict[str, Callable[[int], float]], calls: int, seconds: float) -> dict[str, list[float]]:
+def _server_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of a process and its children (tritonserver and the Python
+    backend stubs that run the model), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # state, ppid, ..., utime [11], stime [12]
+        except OSError:  # ended meanwhile
+            continue
+        if stat.parent.name == str(pid) or fields[1] == str(pid):
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def _rounds(paths: dict[str, tuple[Callable[[int], float], Callable[[], float]]], calls: int,
+            seconds: float) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Seconds per call of each path's rounds (`calls` calls each), the paths taking turns for
-    about `seconds` in all (at least MIN_ROUNDS rounds each)."""
+    about `seconds` in all (at least MIN_ROUNDS rounds each); and the CPU seconds per call of each
+    path over all its rounds (each path's CPU clock read around its rounds)."""
     times: dict[str, list[float]] = {path: [] for path in paths}
+    cpu = dict.fromkeys(paths, 0.0)
     start = time.perf_counter()
     while min(map(len, times.values())) < MIN_ROUNDS or time.perf_counter() - start < seconds:
-        for path, run_round in paths.items():
+        for path, (run_round, cpu_clock) in paths.items():
+            cpu_before = cpu_clock()
             times[path].append(run_round(calls) / calls)
-    return times
+            cpu[path] += cpu_clock() - cpu_before
+    return times, {path: cpu[path] / (calls * len(times[path])) for path in paths}
 
 
 def _server_totals(client, model: str) -> dict[str, tuple[int, int]]:
@@ -152,6 +179,7 @@ def run(args: argparse.Namespace) -> dict:
                 TritonEvaluator(server.grpc_url, name, max_in_flight=args.in_flight) as remote, \
                 contextlib.closing(grpcclient.InferenceServerClient(server.grpc_url)) as stats_client:
             print(f"  Triton ready in {time.perf_counter() - started:.1f} s (gRPC {server.grpc_url})", flush=True)
+            server_pid = server.pid
             spatial, glob = _inputs(max(batches), args.board, rng)
             want = local.evaluate(spatial[:8], glob[:8])
             got = remote.evaluate(spatial[:8], glob[:8])
@@ -162,15 +190,16 @@ def run(args: argparse.Namespace) -> dict:
             for batch in batches:
                 x, g = spatial[:batch], glob[:batch]
                 paths = {
-                    "triton": lambda calls: _pipelined(lambda: remote.submit(x, g), calls, args.in_flight),
-                    "torch": lambda calls: _sequential(lambda: local.evaluate(x, g), calls),
+                    "triton": (lambda calls: _pipelined(lambda: remote.submit(x, g), calls, args.in_flight),
+                               lambda: time.process_time() + _server_cpu_s(server_pid)),
+                    "torch": (lambda calls: _sequential(lambda: local.evaluate(x, g), calls), time.process_time),
                 }
                 print(f"  batch {batch:>4}: warming up both paths, then {per_batch:.0f} s of rounds...", flush=True)
-                warm = min(paths["torch"](WARMUP_CALLS), paths["triton"](WARMUP_CALLS)) / WARMUP_CALLS
+                warm = min(run_round(WARMUP_CALLS) for run_round, _ in paths.values()) / WARMUP_CALLS
                 calls = max(2 * args.in_flight, math.ceil(ROUND_S / max(warm, 1e-6)))
                 before = _server_totals(stats_client, name)
-                times = _rounds(paths, calls, per_batch)
-                server = _server_ms(before, _server_totals(stats_client, name))
+                times, cpu = _rounds(paths, calls, per_batch)
+                phases = _server_ms(before, _server_totals(stats_client, name))
                 # The median round: other processes on a shared machine make some rounds far slower.
                 rates = {path: batch / float(np.median(t)) for path, t in times.items()}
                 spread = {path: (batch / max(t), batch / min(t)) for path, t in times.items()}
@@ -179,13 +208,16 @@ def run(args: argparse.Namespace) -> dict:
                       f"evals/s, ratio {ratio:.2f}  ({len(times['torch'])} rounds of {calls} calls each; "
                       f"round range Triton {spread['triton'][0]:.0f}-{spread['triton'][1]:.0f}, "
                       f"in-process {spread['torch'][0]:.0f}-{spread['torch'][1]:.0f})", flush=True)
-                copies = server.get("compute_input", 0.0) + server.get("compute_output", 0.0)
-                print(f"              Triton per request: forward {server.get('compute_infer', 0.0):.1f} ms, "
-                      f"copies in/out of the backend {copies:.1f} ms, queued {server.get('queue', 0.0):.1f} ms",
-                      flush=True)
+                copies = phases.get("compute_input", 0.0) + phases.get("compute_output", 0.0)
+                cpu_ratio = cpu["torch"] / cpu["triton"]
+                print(f"              Triton per request: forward {phases.get('compute_infer', 0.0):.1f} ms, "
+                      f"copies in/out of the backend {copies:.1f} ms, queued {phases.get('queue', 0.0):.1f} ms; "
+                      f"CPU per call: Triton {1000 * cpu['triton']:.1f} ms (client, server and backend), "
+                      f"in-process {1000 * cpu['torch']:.1f} ms, CPU ratio {cpu_ratio:.2f}", flush=True)
                 figures[f"triton_evals_per_s_{batch}"] = round(rates["triton"], 1)
                 figures[f"torch_evals_per_s_{batch}"] = round(rates["torch"], 1)
                 figures[f"ratio_{batch}"] = round(ratio, 3)
-                figures[f"triton_forward_ms_{batch}"] = round(server.get("compute_infer", 0.0), 2)
+                figures[f"triton_forward_ms_{batch}"] = round(phases.get("compute_infer", 0.0), 2)
                 figures[f"triton_copies_ms_{batch}"] = round(copies, 2)
+                figures[f"cpu_ratio_{batch}"] = round(cpu_ratio, 3)
     return figures

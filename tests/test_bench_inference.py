@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -21,3 +22,19 @@ def test_bench_inference_prints_figures() -> None:
         ratio = figures[f"triton_evals_per_s_{batch}"] / figures[f"torch_evals_per_s_{batch}"]
         assert abs(figures[f"ratio_{batch}"] - ratio) < 0.01
         assert figures[f"triton_forward_ms_{batch}"] > 0  # Triton's statistics counted the rounds' requests
+        assert figures[f"cpu_ratio_{batch}"] > 0
+
+
+def test_server_cpu_counts_the_children() -> None:
+    """The CPU clock of the Triton path adds the server's children (the backend stubs run the net)."""
+    from bench.inference import _server_cpu_s
+
+    burn = "import sys, time\nwhile time.process_time() < 0.3: pass\nsys.stdout.write('done\\n'); sys.stdout.flush()\ntime.sleep(60)"
+    before = _server_cpu_s(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "done\n"
+        assert _server_cpu_s(os.getpid()) - before >= 0.29  # the child's 0.3 CPU seconds, clock ticks aside
+    finally:
+        child.kill()
+        child.wait()

@@ -327,6 +327,11 @@ class LocalTriton:
     def metrics_url(self) -> str:
         return f"http://{self.host}:{self.metrics_port}/metrics"
 
+    @property
+    def pid(self) -> int | None:
+        """The tritonserver process id while it runs (its Python backend stubs are its children)."""
+        return self._proc.pid if self.is_running() else None
+
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
