@@ -88,7 +88,8 @@ class Counters:
     candidates: int = 0
 
 
-_BATCH_FIELDS = ("spatial", "global_inputs", "policy", "opponent_policy", "value", "score", "ownership", "weight")
+_BATCH_FIELDS = ("spatial", "global_inputs", "policy", "opponent_policy", "value", "score", "ownership", "weight",
+                 "final_weight")
 
 
 def _host_tensors(batch: Batch, pin: bool) -> dict[str, torch.Tensor]:
@@ -99,7 +100,9 @@ def _host_tensors(batch: Batch, pin: bool) -> dict[str, torch.Tensor]:
 def _device_batch(host: dict[str, torch.Tensor], device: torch.device) -> tuple[torch.Tensor, torch.Tensor, Targets]:
     t = {name: value.to(device, non_blocking=True) for name, value in host.items()}
     targets = Targets(policy=t["policy"], opponent_policy=t["opponent_policy"], value=t["value"],
-                      score=t["score"], ownership=t["ownership"], weight=t["weight"])
+                      score=t["score"], ownership=t["ownership"], weight=t["weight"],
+                      # side-branch rows (final_weight 0) have no score or ownership target
+                      ownership_weight=t["final_weight"], score_weight=t["final_weight"])
     return t["spatial"], t["global_inputs"], targets
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from tengen.data.rows import TrainingRows
 from tengen.go import planes, symmetry
 
-FORMAT = "tengen-window-1"
+FORMAT = "tengen-window-2"  # 2: rows carry final_weight (side-branch rows have no score/ownership)
 MANIFEST = "manifest.json"
 IDS = "game_ids.jsonl"
 SHARDS = "shards"
@@ -71,6 +71,7 @@ def row_dtype(pos_len: int) -> np.dtype:
         ("score", np.float32),
         ("ownership", np.int8, (area,)),
         ("weight", np.float32),
+        ("final_weight", np.float32),
         ("x_size", np.uint8),
         ("y_size", np.uint8),
     ])
@@ -89,6 +90,7 @@ class Batch:
     score: np.ndarray  # float32 [B]
     ownership: np.ndarray  # float32 [B, L, L]
     weight: np.ndarray  # float32 [B]
+    final_weight: np.ndarray  # float32 [B]: weight of score and ownership (Targets' score/ownership_weight)
     x_size: np.ndarray  # int64 [B]
     y_size: np.ndarray  # int64 [B]
     rows: np.ndarray  # int64 [B]: global row numbers drawn (for tests and diagnostics)
@@ -218,7 +220,8 @@ class Window:
             except (OSError, ValueError) as err:
                 raise WindowError(f"{manifest_path}: unreadable manifest: {err}") from err
             if manifest.get("format") != FORMAT:
-                raise WindowError(f"{manifest_path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
+                raise WindowError(f"{manifest_path}: format {manifest.get('format')!r}, expected {FORMAT!r} "
+                                  "(a window of another tengen version: move it away to start a new one)")
             if manifest["pos_len"] != self.pos_len:
                 raise WindowError(
                     f"{self.directory} holds rows for pos_len {manifest['pos_len']}, not {self.pos_len}"
@@ -315,6 +318,9 @@ class Window:
         weight = np.asarray(rows.weight, np.float32)
         if not (np.isfinite(weight).all() and (weight >= 0).all()):
             raise ValueError("row weights must be finite and >= 0")
+        final_weight = np.asarray(rows.final_weights(), np.float32)
+        if final_weight.shape != (n,) or not (np.isfinite(final_weight).all() and (final_weight >= 0).all()):
+            raise ValueError(f"final weights must be {n} finite values >= 0")
         records = np.zeros(n, self.dtype)
         records["spatial"] = np.packbits(spatial.astype(np.uint8), axis=1)
         records["global_inputs"] = rows.global_inputs
@@ -324,6 +330,7 @@ class Window:
         records["score"] = rows.score
         records["ownership"] = rows.ownership.reshape(n, length * length)
         records["weight"] = weight
+        records["final_weight"] = final_weight
         records["x_size"] = rows.x_size
         records["y_size"] = rows.y_size
         return records
@@ -400,6 +407,7 @@ class Window:
             score=records["score"].copy(),
             ownership=ownership,
             weight=records["weight"].copy(),
+            final_weight=records["final_weight"].copy(),
             x_size=x_size,
             y_size=y_size,
             rows=row_numbers,
