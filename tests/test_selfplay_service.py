@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -22,7 +23,8 @@ import torch
 from kafka import KafkaConsumer
 
 from services.selfplay.__main__ import main
-from services.selfplay.service import check_worker_id, default_worker_id
+from services.selfplay.service import SelfplayService, check_worker_id, default_worker_id
+from tengen.config import load_config
 from tengen.data.record_sgf import record_to_sgf, write_record_sgf
 from tengen.data.rows import decode, rows_from_record, validate
 from tengen.data.synthetic import random_game
@@ -56,6 +58,16 @@ def test_bad_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--worker-id", "../escape"])
     assert main(["--preset", "no-such-preset"]) == 2
     assert "unknown preset" in capsys.readouterr().err
+
+
+def test_taken_http_port_is_a_clear_error(caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        service = SelfplayService(load_config("tiny"), worker_id="w", http_port=port)
+        assert service.run(threading.Event()) == 2
+    assert f"cannot serve /healthz and /metrics on port {port}" in caplog.text
 
 
 def test_record_sgf_round_trip(tmp_path: Path) -> None:
@@ -189,15 +201,13 @@ def test_selfplay_worker_end_to_end(broker: LocalBroker, tmp_path: Path) -> None
     main_worker = Worker("main", env, tmp_path / "main.log")
     reader = GameReader(bootstrap)
     producer = ReliableProducer(bootstrap, client_id="test-selfplay-announcer")
-    counted: list[Worker] = []  # the second worker, while it runs
 
     def wait(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
         while not condition():
             reader.poll()
-            for worker in [main_worker, *counted]:
-                assert worker.proc.poll() is None, \
-                    f"{worker.worker_id} exited ({worker.proc.returncode}) waiting for {what}:\n{worker.log()[-3000:]}"
+            assert main_worker.proc.poll() is None, \
+                f"the worker exited ({main_worker.proc.returncode}) waiting for {what}:\n{main_worker.log()[-3000:]}"
             assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{main_worker.log()[-3000:]}"
             time.sleep(0.2)
 

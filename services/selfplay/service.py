@@ -138,10 +138,16 @@ class SelfplayService:
     # -- the service ----------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> int:
-        """Serve until `stop` is set (or the games are done); 0, or 1 when games stayed unsent."""
+        """Serve until `stop` is set (or the games are done). Returns 0; 1 when games stayed
+        unacknowledged by the broker; 2 when the HTTP port cannot be had."""
         http = None
         if self.http_port is not None:
-            http = HealthServer(self.http_port, self.metrics.registry, self._health, name="selfplay")
+            try:
+                http = HealthServer(self.http_port, self.metrics.registry, self._health, name="selfplay")
+            except OSError as exc:
+                log.error("selfplay: cannot serve /healthz and /metrics on port %d: %s (choose another "
+                          "with --http-port, 0 = any free)", self.http_port, exc.strerror or exc)
+                return 2
             self.http_port = http.port
         reporter = threading.Thread(target=self._report, args=(stop,), name="selfplay-report", daemon=True)
         reporter.start()
