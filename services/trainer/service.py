@@ -21,18 +21,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import torch
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from services.trainer.ingest import IngestStats, ingest
 from services.trainer.training import Learner
 from tengen.config import Config
 from tengen.data.candidates import CandidateAnnouncement, candidate_name, candidate_path
 from tengen.data.window import Window
+from tengen.infra.health import HealthServer
 from tengen.infra.kafka import (
     CANDIDATES_TOPIC,
     GAMES_TOPIC,
@@ -99,7 +98,7 @@ class TrainerService:
         self.metrics = Metrics()
         self.last_tick = time.monotonic()
         self.totals = IngestStats()
-        self._http: ThreadingHTTPServer | None = None
+        self._http: HealthServer | None = None
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -224,38 +223,16 @@ class TrainerService:
     def _start_http(self) -> None:
         if self.http_port is None:
             return
-        service = self
+        self._http = HealthServer(self.http_port, self.metrics.registry, self._health, name="trainer")
+        self.http_port = self._http.port
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                if self.path == "/healthz":
-                    ok = time.monotonic() - service.last_tick < HEALTHY_WITHIN_S
-                    self._send(HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE,
-                               b"ok\n" if ok else b"stalled\n", "text/plain")
-                elif self.path == "/metrics":
-                    self._send(HTTPStatus.OK, generate_latest(service.metrics.registry), CONTENT_TYPE_LATEST)
-                else:
-                    self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
-
-            def _send(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-                log.debug("http: " + format, *args)
-
-        self._http = ThreadingHTTPServer(("0.0.0.0", self.http_port), Handler)
-        self.http_port = self._http.server_address[1]
-        threading.Thread(target=self._http.serve_forever, name="trainer-http", daemon=True).start()
-        log.info("trainer: /healthz and /metrics on port %d", self.http_port)
+    def _health(self) -> tuple[bool, str]:
+        ok = time.monotonic() - self.last_tick < HEALTHY_WITHIN_S
+        return ok, "ok" if ok else "stalled"
 
     def _stop_http(self) -> None:
         if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
+            self._http.close()
             self._http = None
 
 
