@@ -102,7 +102,7 @@ def accepted(record: game_pb2.GameRecord) -> TrainingRows:
     decoded = decode(record.SerializeToString())
     validate(decoded)
     rows = rows_from_record(decoded)
-    recorded = [m for m in record.moves if m.full_search]
+    recorded = [m for m in record.moves if m.full_search] + [m for b in record.side_branches for m in b.searches]
     assert len(rows) == len(recorded)
     np.testing.assert_allclose(rows.weight, [m.weight for m in recorded], rtol=1e-6)
     return rows
@@ -122,14 +122,16 @@ def test_playout_cap_randomization_records_only_full_searches() -> None:
         record = play_game(game, Quick())
         rows = accepted(record)
         recorded = [m for m in record.moves if m.full_search]
-        assert len(rows) == len(recorded) == game.searches["full"]
+        assert len(rows) == len(recorded) + sum(len(b.searches) for b in record.side_branches)
+        assert len(recorded) == game.searches["full"]
         for move in record.moves:
             assert bool(move.policy_moves) == move.full_search
         # Noise (with root temperature) and forced playouts go together, on exactly the full
-        # searches, which never reuse the tree; fast searches do, with n visits and no noise.
+        # searches (side branches' included), which never reuse the tree; fast searches do, with
+        # n visits and no noise.
         searches = [s for s in game.tree.starts if s["visits"] > 1]
         noisy = [s for s in searches if s.get("noise")]
-        assert len(noisy) == game.searches["full"]
+        assert len(noisy) == game.searches["full"] + game.searches["side"]
         for start in searches:
             if start.get("noise"):
                 assert start["forced_playouts"] and not start.get("reuse")

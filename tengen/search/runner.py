@@ -27,6 +27,7 @@ from typing import Any, Generator, Iterator, Sequence
 import numpy as np
 
 from tengen.config import Config, SearchConfig
+from tengen.data.rows import row_count
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
 from tengen.nn.evaluator import Evaluator
 from tengen.proto import game_pb2
@@ -39,7 +40,7 @@ from tengen.search.selfplay import GameSteps, SelfPlayGame, SelfplaySettings
 class RunnerStats:
     games: int = 0
     moves: int = 0  # positions played, all kinds of turns
-    rows: int = 0  # full-search (recorded) turns
+    rows: int = 0  # training rows: full-search (recorded) turns, side branches included
     batches: int = 0
     leaves: int = 0  # positions evaluated by the net
     eval_wait_s: float = 0.0  # main thread blocked on the evaluator
@@ -271,7 +272,7 @@ class SelfplayRunner(BatchedRunner):
 
     def _finished(self, slot: Slot, record: game_pb2.GameRecord) -> game_pb2.GameRecord:
         record.model_version = max(record.model_version, slot.game.model_version)
-        self.stats.rows += sum(1 for m in record.moves if m.full_search)
+        self.stats.rows += row_count(record)
         return record
 
     def _served_by(self, slot: Slot, evaluator: int, version: int) -> None:

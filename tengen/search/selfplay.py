@@ -21,11 +21,21 @@ previous tree as a visit cap, not recorded. The move is drawn from the (pruned) 
 to 1/T, T decaying from 0.8 to 0.2 with a half-life of B turns (B = the board's side). No
 resignation: when for 5 turns the losing side's best winrate has stayed under 5%, full searches
 shrink towards n visits and their rows weigh 0.1 + 0.9 lambda (§6.2.1; see `lopsided_factor`).
-Endgame (§6.2.3): the game ends at once when every point is pass-alive, and once the opponent has
-passed four times in a row, moves in pass-alive territory are not searched.
+Side branches (§6.2.2): after 2.5% of search turns the game branches temporarily from the
+position before the move just played: an alternative move (any legal board move but the one
+played) is drawn from the net's raw policy at temperature 1 (70%), 2 (25%) or infinity (5%), and
+the position after it gets a full search, recorded as a `SideBranch` of the GameRecord (its row's
+value target is that search's value; it has no score or ownership target). A quarter of the time
+the branch goes on: the search's own move choice is played and the next position searched, and so
+on recursively (the paper says only "continued for an additional move"; playing the search's
+choice keeps the branch about how the bad move is answered). Then the game resumes from the main
+line. The branch draws its randomness from a stream of its own, so the main line makes the same
+random choices as with branching off.
 
-Not done: the 2.5% temporary side branches of §6.2.2 - their training row takes its value target
-from the search, which a GameRecord (one final score per game) cannot express.
+Endgame (§6.2.3): the game ends at once when every point is pass-alive, and once the opponent has
+passed four times in a row, moves in pass-alive territory are not searched. Not done: the
+second heuristic, a tiny root bias against moves where the net's ownership says the outcome is
+settled (the tree does not keep the net's ownership output).
 """
 from __future__ import annotations
 
@@ -75,6 +85,10 @@ class SelfplaySettings:
     lopsided_turns: int = 5
     lopsided_min_weight: float = 0.1
     pass_alive_passes: int = 4  # opponent passes in a row before pass-alive territory is off limits
+    side_branch_prob: float = 0.025  # per search turn (§6.2.2)
+    # (probability, temperature) of the raw policy the alternative move is drawn from
+    side_branch_temperatures: tuple[tuple[float, float], ...] = ((0.7, 1.0), (0.25, 2.0), (0.05, math.inf))
+    side_branch_continue_prob: float = 0.25  # a branch goes on for another search
 
     @classmethod
     def from_config(cls, config: Config) -> "SelfplaySettings":
@@ -150,13 +164,15 @@ class SelfPlayGame:
         self.tree = tree
         self.settings = settings
         self.rng = np.random.default_rng(seed)
+        self.branch_rng = np.random.default_rng([seed, 1])  # side branches only: the main line's draws stay put
         self.game_id = game_id or uuid.uuid4().hex
         self.model_name = model_name
         self.model_version = model_version
-        self.searches = {"full": 0, "fast": 0, "raw": 0}
+        self.searches = {"full": 0, "fast": 0, "raw": 0, "side": 0}
         self.board: Board | None = None
         self.prev: list[Board | None] = [None, None]  # positions 1 and 2 turns ago
         self.moves: list[game_pb2.Move] = []
+        self.side_branches: list[game_pb2.SideBranch] = []
         self.black_winrates: list[float] = []
         self.pass_streak = {BLACK: 0, WHITE: 0}  # each player's passes in a row
 
@@ -181,17 +197,7 @@ class SelfPlayGame:
         board = self.board
         if board.to_move != color:
             raise ValueError(f"{color} plays but {board.to_move} is to move")
-        record = game_pb2.Move(move=move, color=color, full_search=full, weight=weight)
-        if result is not None:
-            record.value_win = result.win
-            record.value_loss = result.loss
-            record.value_no_result = max(0.0, 1.0 - result.win - result.loss)
-            record.score_mean = result.score_mean
-            if full:
-                moves, visits = result.policy_target()
-                record.policy_moves.extend(int(m) for m in moves)
-                record.policy_visits.extend(int(v) for v in visits)
-        self.moves.append(record)
+        self.moves.append(_move_record(move, color, result, full, weight))
         self.pass_streak[color] = self.pass_streak[color] + 1 if move == board.pass_move else 0
         self.prev = [board.copy(), self.prev[0]]
         board.play(move)
@@ -213,16 +219,12 @@ class SelfPlayGame:
 
     def _raw_policy_move(self, temperature: float = 1.0, allow_pass: bool = False) -> Generator[None, None, tuple[int, SearchResult]]:
         result = yield from self._evaluate()
-        policy = result.raw_policy.astype(np.float64)
+        candidates = result.raw_policy > 0
         if not allow_pass:
-            policy[-1] = 0.0
-        if policy.sum() <= 0:
+            candidates[-1] = False
+        if not candidates.any():
             return self.board.pass_move, result
-        if math.isinf(temperature):
-            policy = (policy > 0).astype(np.float64)
-        elif temperature != 1.0:
-            policy = policy ** (1.0 / temperature)
-        return int(self.rng.choice(len(policy), p=policy / policy.sum())), result
+        return _draw_from_policy(result.raw_policy, candidates, temperature, self.rng), result
 
     def _compensate_komi(self) -> GameSteps:
         """Set komi so the net predicts an even game: komi += Black's predicted lead, a few
@@ -315,9 +317,9 @@ class SelfPlayGame:
         weight = 1.0 if lam is None else s.lopsided_min_weight + (1 - s.lopsided_min_weight) * lam
         full = bool(self.rng.random() < s.full_search_prob)
         allowed = self._allowed_moves()
+        full_visits = s.full_visits if lam is None else max(s.fast_visits, round(lam * s.full_visits + (1 - lam) * s.fast_visits))
         if full:
-            visits = s.full_visits if lam is None else max(s.fast_visits, round(lam * s.full_visits + (1 - lam) * s.fast_visits))
-            self.tree.start_search(visits, noise=True, forced_playouts=True, allowed=allowed)
+            self.tree.start_search(full_visits, noise=True, forced_playouts=True, allowed=allowed)
         else:
             self.tree.start_search(s.fast_visits, reuse=allowed is None, allowed=allowed)
         self.searches["full" if full else "fast"] += 1
@@ -326,11 +328,42 @@ class SelfPlayGame:
         black_win = result.win + 0.5 * result.no_result
         self.black_winrates.append(black_win if self.board.to_move == BLACK else 1.0 - black_win)
         temperature = move_temperature(turn, board_len, s.temperature_start, s.temperature_end)
-        if (result.pruned > 0).any():
-            move = sample_by_visits(result.moves, result.pruned, temperature, self.rng)
-        else:  # a one-visit search: only the root was evaluated
-            move = int(np.argmax(result.raw_policy))
+        move = _choose_move(result, temperature, self.rng)
         self._play(move, self.board.to_move, result, full, weight)
+        if self.branch_rng.random() < s.side_branch_prob:
+            yield from self._side_branch(result.raw_policy, full_visits, weight, temperature)
+
+    def _side_branch(self, raw_policy: np.ndarray, visits: int, weight: float, temperature: float) -> GameSteps:
+        """§6.2.2: branch off before the move just played (see the module docstring), then put the
+        tree back on the main line."""
+        s, rng = self.settings, self.branch_rng
+        at, at_prev = self.prev  # the branch point (copies, kept as they are) and the turn before it
+        main_move = self.moves[-1].move
+        candidates = at.legal_moves().astype(bool)
+        candidates[[main_move, at.pass_move]] = False
+        if not candidates.any():
+            return
+        probabilities, temperatures = zip(*s.side_branch_temperatures)
+        branch_temperature = temperatures[rng.choice(len(temperatures), p=np.asarray(probabilities) / sum(probabilities))]
+        alternative = _draw_from_policy(raw_policy, candidates, branch_temperature, rng)
+        board, prev = at.copy(), (at, at_prev)
+        board.play(alternative)
+        branch = game_pb2.SideBranch(move_index=len(self.moves) - 1, alternative=alternative)
+        while not (board.game_over or passalive.all_pass_alive(board)):
+            self.tree.set_position(board, *prev)
+            self.tree.start_search(visits, noise=True, forced_playouts=True)
+            self.searches["side"] += 1
+            yield
+            result = read_result(self.tree)
+            move = _choose_move(result, temperature, rng)
+            branch.searches.append(_move_record(move, board.to_move, result, True, weight))
+            if rng.random() >= s.side_branch_continue_prob:
+                break
+            prev = (board.copy(), prev[0])
+            board.play(move)
+        if branch.searches:
+            self.side_branches.append(branch)
+        self.tree.set_position(self.board, *self.prev)
 
     def _record(self, handicap: int, end_reason: int) -> game_pb2.GameRecord:
         board = self.board
@@ -342,9 +375,43 @@ class SelfPlayGame:
             end_reason=end_reason,
         )
         record.moves.extend(self.moves)
+        record.side_branches.extend(self.side_branches)
         record.ownership.extend(int(o) for o in passalive.ownership(board).ravel())
         record.created.GetCurrentTime()
         return record
+
+
+def _move_record(move: int, color: int, result: SearchResult | None, full: bool, weight: float) -> game_pb2.Move:
+    """A GameRecord move; with a search result, its value and (full searches) its policy target."""
+    record = game_pb2.Move(move=move, color=color, full_search=full, weight=weight)
+    if result is not None:
+        record.value_win = result.win
+        record.value_loss = result.loss
+        record.value_no_result = max(0.0, 1.0 - result.win - result.loss)
+        record.score_mean = result.score_mean
+        if full:
+            moves, visits = result.policy_target()
+            record.policy_moves.extend(int(m) for m in moves)
+            record.policy_visits.extend(int(v) for v in visits)
+    return record
+
+
+def _choose_move(result: SearchResult, temperature: float, rng: np.random.Generator) -> int:
+    """The move a search turn plays: drawn from the pruned visits at `temperature`."""
+    if (result.pruned > 0).any():
+        return sample_by_visits(result.moves, result.pruned, temperature, rng)
+    return int(np.argmax(result.raw_policy))  # a one-visit search: only the root was evaluated
+
+
+def _draw_from_policy(policy: np.ndarray, candidates: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+    """A move among `candidates` (bool mask) drawn from `policy` ** (1 / temperature); uniformly at
+    temperature infinity, or when the policy gives the candidates no weight."""
+    weights = np.where(candidates, np.asarray(policy, np.float64), 0.0)
+    if math.isinf(temperature) or weights.sum() <= 0:
+        weights = candidates.astype(np.float64)
+    elif temperature != 1.0:
+        weights = weights ** (1.0 / temperature)
+    return int(rng.choice(len(weights), p=weights / weights.sum()))
 
 
 def _round_komi(value: float, area: int) -> float:
