@@ -1,0 +1,162 @@
+"""The whole loop on one machine: `tengen run --preset tiny` from an empty data dir to a promoted
+model version and a ratings table, with the real broker, Triton, ratings on SQLite, trainer, gating
+and selfplay; then a clean stop on Ctrl-C (exit 0, no process of the run left), and a second run on
+the same data dir that continues from the promoted version and stops by itself at --duration."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+TENGEN = str(Path(sys.executable).with_name("tengen"))
+PROMOTION_DEADLINE_S = 420  # from nothing to a promotion; about 2-4 minutes on the 2-core box
+STOP_DEADLINE_S = 120
+
+
+def _env(data_dir: Path) -> dict[str, str]:
+    """The test's environment without TENGEN_ settings of the caller, plus TENGEN_DATA_DIR so that
+    every process of the run carries the data dir in its environment (found again by _leftovers)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TENGEN_")}
+    env["TENGEN_DATA_DIR"] = str(data_dir)
+    return env
+
+
+def _leftovers(marker: str) -> list[str]:
+    """Processes (other than this one) whose command line or environment mentions `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if marker.encode() in cmdline or marker.encode() in environ:
+            command = cmdline.replace(b"\0", b" ").decode(errors="replace")[:200]
+            found.append(f"{entry.name}: {command}")
+    return found
+
+
+def _decisions(data_dir: Path) -> list[dict]:
+    path = data_dir / "gating" / "decisions.jsonl"
+    if not path.exists():
+        return []
+    decisions = []
+    for line in path.read_text().splitlines():
+        try:
+            decisions.append(json.loads(line))
+        except ValueError:
+            pass  # a line being written
+    return decisions
+
+
+def _versions(data_dir: Path) -> list[int]:
+    model_dir = data_dir / "models" / "tengen"
+    return sorted(int(p.name) for p in model_dir.iterdir() if p.name.isdigit()) if model_dir.is_dir() else []
+
+
+def _stop(proc: subprocess.Popen, sig: int | None) -> int:
+    if sig is not None:
+        proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=STOP_DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def _tail(path: Path, n: int = 6000) -> str:
+    return path.read_text(errors="replace")[-n:] if path.exists() else ""
+
+
+def _logs(data_dir: Path) -> str:
+    return "\n".join(f"--- {p.name}\n{_tail(p, 2500)}" for p in sorted((data_dir / "logs").glob("*.log")))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path) -> None:
+    data_dir = tmp_path / "run"
+    out = tmp_path / "run1.out"
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen([TENGEN, "run", "--preset", "tiny", "--data-dir", str(data_dir), "--duration", "15m",
+                                 "--status-every", "10"], stdout=sink, stderr=subprocess.STDOUT, env=_env(data_dir))
+    pids: dict[str, int] = {}
+    try:
+        deadline = time.monotonic() + PROMOTION_DEADLINE_S
+        promoted: list[dict] = []
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(5)
+            state_file = data_dir / "run.json"
+            if state_file.exists():
+                try:
+                    pids.update(json.loads(state_file.read_text())["children"])
+                except ValueError:
+                    pass  # replaced while being read
+            promoted = [d for d in _decisions(data_dir) if d.get("promoted")]
+            if promoted and max(_versions(data_dir), default=0) >= 2:
+                break
+        assert proc.poll() is None, f"tengen run exited early:\n{_tail(out)}\n{_logs(data_dir)}"
+        assert promoted, f"no promotion within {PROMOTION_DEADLINE_S} s:\n{_tail(out)}\n{_logs(data_dir)}"
+        code = _stop(proc, signal.SIGINT)  # Ctrl-C
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = out.read_text(errors="replace")
+    assert code == 0, text[-6000:]
+
+    # Every service ran, and each is gone now (no orphan holds the data dir).
+    for name in ("broker", "ratings", "trainer", "gating", "selfplay-0"):
+        assert name in pids, f"{name} never reported a pid: {pids}"
+    for name, pid in pids.items():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert _leftovers(str(data_dir)) == []
+    assert not (data_dir / "run.json").exists()
+
+    # What the run printed: version 1 made, status lines (stdout is not a terminal), the summary.
+    assert "wrote version 1 (random b2c32 net)" in text
+    assert "] games " in text and "| version " in text
+    assert "SIGINT: stopping" in text
+    assert f"run stopped. Everything is in {data_dir}" in text
+    assert "tengen ratings top --data-dir" in text and "tensorboard --logdir" in text
+
+    # The promotion: the decision names the version, which is in the repository.
+    decision = promoted[-1]
+    assert decision["wins"] + decision["losses"] <= decision["games"]
+    assert decision["promoted_version"] in _versions(data_dir)
+    assert max(_versions(data_dir)) >= 2
+
+    # The ratings table, read from the data dir's store after the run.
+    top = subprocess.run([TENGEN, "ratings", "top", "--data-dir", str(data_dir), "--json", "--n", "0"],
+                         capture_output=True, text=True, env=_env(data_dir), timeout=120)
+    assert top.returncode == 0, top.stderr
+    board = json.loads(top.stdout)
+    rated = [r for r in board["ratings"] if r["rated"]]
+    assert len(rated) >= 2 and board["summary"]["total_games"] >= decision["games"]
+    assert all(r["games"] > 0 for r in rated)
+    names = {r["name"] for r in rated}
+    assert {"tengen-v1", f"tengen-v{decision['promoted_version']}"} <= names, names
+
+    # A second run on the same data dir continues from the promoted version and ends at --duration.
+    version_before = max(_versions(data_dir))
+    shutil.rmtree(data_dir / "logs")
+    second = subprocess.run([TENGEN, "run", "--preset", "tiny", "--data-dir", str(data_dir), "--duration", "40s",
+                             "--status-every", "5"], capture_output=True, text=True, env=_env(data_dir),
+                            timeout=STOP_DEADLINE_S + 200)
+    assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-4000:]
+    assert f"continuing from version {version_before}" in second.stdout
+    assert "wrote version 1" not in second.stdout
+    assert "duration of 40 s reached" in second.stdout
+    assert "all services started" in second.stdout
+    assert _leftovers(str(data_dir)) == []
