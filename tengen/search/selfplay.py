@@ -355,6 +355,8 @@ class SelfPlayGame:
             self.searches["side"] += 1
             yield
             result = read_result(self.tree)
+            if not (result.pruned > 0).any():  # a one-visit search (lopsided game, tiny n): no policy target
+                break
             move = _choose_move(result, temperature, rng)
             branch.searches.append(_move_record(move, board.to_move, result, True, weight))
             if rng.random() >= s.side_branch_continue_prob:
