@@ -1,0 +1,172 @@
+"""Gating's durable state under `<data_dir>/gating/`: one file per match and the decision log.
+
+- `matches/<candidate>.jsonl`: a header line (candidate, its path, the opponent version, the
+  candidate's version in Triton), then one line per finished game (MatchGameResult.to_dict), then
+  a `{"reported": ...}` line once every game is in the ratings store. A crash mid-match keeps the
+  games already played; the match resumes from them.
+- `decisions.jsonl`: one line per decided candidate (DECISION_FIELDS at least); `tengen run`'s
+  status view reads the last line. A candidate with a line here is never played or promoted again.
+
+Every line is written whole with one write, then fsynced (and the directory too when the file is
+new). A crash can only leave a torn last line: readers skip a line that is not valid JSON, and the
+next append starts on a fresh line.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+from tengen.search.match import MatchGameResult
+
+log = logging.getLogger("services.gating")
+
+GATING_DIR = "gating"
+DECISIONS_FILE = "decisions.jsonl"
+MATCHES_DIR = "matches"
+DECISION_FIELDS = ("candidate", "candidate_path", "opponent_version", "wins", "losses", "draws", "games",
+                   "promoted", "promoted_version", "reason", "time")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")
+
+
+def check_candidate_name(name: str) -> str:
+    """A candidate name fit for a file name and a ratings player, or ValueError."""
+    if not _NAME_RE.match(name):
+        raise ValueError(f"bad candidate name {name!r}: 1-200 letters, digits, '_', '.', '-'")
+    return name
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def append_line(path: Path, obj: dict[str, Any]) -> None:
+    """Append `obj` as one JSON line and fsync it; a torn last line left by a crash is ended first."""
+    new = not path.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = (json.dumps(obj, sort_keys=True) + "\n").encode()
+    with open(path, "ab+") as f:
+        if f.tell() > 0:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                data = b"\n" + data
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    if new:
+        _fsync_dir(path.parent)
+
+
+def read_lines(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file, skipping torn or foreign lines (logged)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            log.warning("gating: skipping unreadable line %d of %s (torn by a crash?)", number, path)
+            continue
+        if isinstance(obj, dict):
+            yield obj
+
+
+class DecisionLog:
+    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
+        self.path = Path(data_dir) / GATING_DIR / DECISIONS_FILE
+
+    def find(self, candidate: str) -> dict[str, Any] | None:
+        """The recorded decision about `candidate` (the last one), or None."""
+        found = None
+        for entry in read_lines(self.path):
+            if entry.get("candidate") == candidate:
+                found = entry
+        return found
+
+    def record(self, decision: dict[str, Any]) -> None:
+        missing = [k for k in DECISION_FIELDS if k not in decision]
+        if missing:
+            raise ValueError(f"decision lacks {missing}")
+        append_line(self.path, decision)
+
+    def last(self) -> dict[str, Any] | None:
+        entries = list(read_lines(self.path))
+        return entries[-1] if entries else None
+
+
+class MatchFile:
+    """The durable record of one candidate's match (see the module docstring)."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], candidate: str) -> None:
+        self.candidate = check_candidate_name(candidate)
+        self.path = Path(data_dir) / GATING_DIR / MATCHES_DIR / f"{candidate}.jsonl"
+        self.header: dict[str, Any] | None = None
+        self.results: dict[int, MatchGameResult] = {}
+        self.reported = False
+        self._load()
+
+    def _load(self) -> None:
+        for entry in read_lines(self.path):
+            if "header" in entry:
+                self.header = entry["header"]
+            elif "game" in entry:
+                try:
+                    result = MatchGameResult.from_dict(entry["game"])
+                except (KeyError, TypeError, ValueError) as err:
+                    log.warning("gating: skipping a bad game line in %s: %s", self.path, err)
+                    continue
+                self.results[result.index] = result
+            elif entry.get("reported"):
+                self.reported = True
+        if self.header is None and self.path.exists():
+            log.warning("gating: %s has no header; starting the match again", self.path)
+            self.results.clear()
+
+    def start(self, header: dict[str, Any]) -> None:
+        """Begin the match afresh (a previous file of this candidate is replaced)."""
+        if self.path.exists():
+            self.path.unlink()
+        self.header = dict(header)
+        self.results = {}
+        self.reported = False
+        append_line(self.path, {"header": self.header})
+
+    def add(self, result: MatchGameResult) -> None:
+        if self.header is None:
+            raise RuntimeError("add before start")
+        append_line(self.path, {"game": result.to_dict()})
+        self.results[result.index] = result
+
+    def mark_reported(self) -> None:
+        append_line(self.path, {"reported": True})
+        self.reported = True
+
+    def in_order(self) -> list[MatchGameResult]:
+        """The finished games from index 0 up to the first one still missing."""
+        out = []
+        while len(out) in self.results:
+            out.append(self.results[len(out)])
+        return out
+
+    @staticmethod
+    def unreported(data_dir: str | os.PathLike[str]) -> list[str]:
+        """Candidates whose match files are not marked reported."""
+        directory = Path(data_dir) / GATING_DIR / MATCHES_DIR
+        if not directory.is_dir():
+            return []
+        names = []
+        for path in sorted(directory.glob("*.jsonl")):
+            if not any(e.get("reported") for e in read_lines(path)):
+                names.append(path.stem)
+        return names

@@ -1,0 +1,442 @@
+"""The gating service: plays each candidate against the current model and promotes the winners.
+
+Loop: a consumer group on `tengen.candidates` (tengen.data.candidates.CandidateAnnouncement, one
+record at a time). For each candidate:
+
+1. Skip it when `decisions.jsonl` already has a decision about it (a redelivery after a crash).
+2. Check the export (tengen.infra.promotion.validate_export); a broken one is rejected with the
+   reason, never loaded.
+3. The opponent is the current model: the latest version of `run.model_name` announced on
+   `tengen.models` (the repository's latest when nothing was announced), once Triton has it READY.
+4. Load the candidate into Triton as a version of `<model>-candidate` in the same repository
+   (written atomically, loaded, checked to answer like the export; older candidate versions are
+   removed from disk first so the model keeps at most two).
+5. Play the match (tengen.search.match: Appendix D settings, both colours equally, batched through
+   the self-play runner, one TritonEvaluator per side), each finished game appended and fsynced to
+   `matches/<candidate>.jsonl` with a progress line; stop once decided (services.gating.decision).
+6. On a pass, promote through exactly `tengen models promote`'s hot swap
+   (tengen.infra.promotion.hot_swap: atomic write as the next version, load beside the serving
+   one, wait ready, check, announce on `tengen.models`).
+7. Append the decision (score, reason, version) to `decisions.jsonl`, fsynced; only then commit
+   the candidate's offset.
+8. Report every game of the match to ratings (an outbox: retried with backoff while ratings is
+   down, also after a restart, idempotent by game id). Players follow `tengen eval`'s names:
+   version N of model M is `M-vN` (kind model, with its training samples); a promoted candidate
+   is reported as the version it became, a rejected one as `M-<candidate>` (kind engine).
+
+Crash safety: a crash mid-match resumes it from the match file when its opponent is still the
+current model (else the match starts again). A crash after the promotion's write but before the
+decision line is finished on restart without a second version: the repository is searched for a
+version newer than the opponent holding the candidate's bytes (tengen.infra.promotion
+.promoted_version). Triton or the broker down: the candidate is retried with backoff.
+SIGTERM/SIGINT: the game batches in flight finish, games in progress are dropped (the finished
+ones are on disk), nothing is committed that is not decided.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from services.gating.decision import Score, Verdict, decide
+from services.gating.ledger import DecisionLog, MatchFile, check_candidate_name
+from tengen.config import Config
+from tengen.data.candidates import CandidateAnnouncement
+from tengen.gtp.match import Reporter, ServiceReporter, StoreReporter
+from tengen.infra.health import HealthServer
+from tengen.infra.kafka import (
+    CANDIDATES_TOPIC,
+    Backoff,
+    GroupConsumer,
+    KafkaAdapterError,
+    ModelWatcher,
+    ReliableProducer,
+    announce_model,
+    ensure_topics,
+)
+from tengen.infra.promotion import (
+    ExportError,
+    check_served,
+    hot_swap,
+    load_checked,
+    promoted_version,
+    validate_export,
+)
+from tengen.infra.triton import (
+    EXPORT_FILENAME,
+    ModelRepository,
+    TritonError,
+    TritonEvaluator,
+    data_dir_repository,
+    load_model,
+    ready_versions,
+    render_config,
+    wait_version_ready,
+)
+from tengen.ratings.config import client_token, store_url
+from tengen.ratings.records import GameReport, PlayerInfo, RatingsError
+from tengen.search.match import MatchGameResult, MatchRunner, MatchSettings
+
+log = logging.getLogger("services.gating")
+
+GROUP_ID = "tengen-gating"
+CANDIDATE_SUFFIX = "-candidate"
+SOURCE = "gating"
+CANDIDATE, CURRENT = 0, 1  # sides of a match (evaluator indices)
+TRITON_TIMEOUT_S = 300.0  # loading a version
+READY_WAIT_S = 30.0  # waiting for the opponent to be READY before a retry (which checks for SIGTERM)
+EVAL_RETRY_S = 120.0  # a Triton outage longer than this ends the match attempt (retried later)
+REPORT_CHUNK = 500  # games per ratings report
+
+
+def version_player(model: str, version: int) -> str:
+    """The ratings name of a model version (the one `tengen eval` uses)."""
+    return f"{model}-v{version}"
+
+
+def candidate_player(model: str, candidate: str) -> str:
+    """The ratings name of a candidate that was not promoted."""
+    return f"{model}-{candidate}"
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.games = Counter("tengen_gating_games", "Gating games finished", registry=r)
+        self.candidates = Counter("tengen_gating_candidates", "Candidates decided", ["result"], registry=r)
+        self.wins = Gauge("tengen_gating_match_wins", "Candidate wins in the current match", registry=r)
+        self.losses = Gauge("tengen_gating_match_losses", "Candidate losses in the current match", registry=r)
+        self.version = Gauge("tengen_gating_current_version", "Version of the current model", registry=r)
+        self.unreported = Gauge("tengen_gating_unreported_matches", "Decided matches not yet in ratings",
+                                registry=r)
+        self.playing = Gauge("tengen_gating_playing", "1 while a match is being played", registry=r)
+
+
+class GatingService:
+    """`run(stop)` gates candidates until `stop` is set."""
+
+    def __init__(self, config: Config, *, http_port: int | None = None, group_id: str = GROUP_ID,
+                 topic: str = CANDIDATES_TOPIC) -> None:
+        self.config = config
+        self.model = config.run.model_name
+        self.candidate_model = f"{self.model}{CANDIDATE_SUFFIX}"
+        self.data_dir = Path(config.run.data_dir)
+        self.repository = ModelRepository(data_dir_repository(self.data_dir))
+        self.url = config.triton.url
+        self.settings = MatchSettings.from_config(config)
+        self.decisions = DecisionLog(self.data_dir)
+        self.http_port = http_port
+        self.group_id = group_id
+        self.topic = topic
+        self.metrics = Metrics()
+        self.state = "starting"
+        self.last_promoted = 0
+        self._watcher: ModelWatcher | None = None
+        self._producer: ReliableProducer | None = None
+        self._reporter: Reporter | None = None
+        self._report_backoff = Backoff(1.0, 60.0)
+        self._report_next = 0.0
+        self._unreported: list[str] = []  # decided matches whose games are not in ratings yet
+
+    def _set_state(self, state: str) -> None:
+        if state != self.state:
+            log.info("gating: %s", state)
+        self.state = state
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> int:
+        http = HealthServer(self.http_port, self.metrics.registry, lambda: (True, self.state), name="gating") \
+            if self.http_port is not None else None
+        if http is not None:
+            self.http_port = http.port
+        bootstrap = self.config.kafka.bootstrap
+        consumer = None
+        try:
+            backoff = Backoff(1.0, 30.0)
+            while not stop.is_set():
+                try:
+                    ensure_topics(bootstrap, timeout_s=30.0)
+                    break
+                except KafkaAdapterError as err:
+                    self._set_state(f"waiting for the broker at {bootstrap}")
+                    log.warning("gating: %s; retrying", err)
+                    stop.wait(backoff.next())
+            if stop.is_set():
+                return 0
+            self._producer = ReliableProducer(bootstrap, client_id="tengen-gating")
+            self._watcher = ModelWatcher(bootstrap)
+            # A match can take long: the group must not drop us between polls.
+            consumer = GroupConsumer(bootstrap, self.topic, self.group_id, client_id="tengen-gating",
+                                     max_poll_records=1, max_poll_interval_s=24 * 3600.0)
+            self._unreported = [c for c in MatchFile.unreported(self.data_dir) if self.decisions.find(c) is not None]
+            self._set_state("waiting for candidates")
+            while not stop.is_set():
+                self._report_pending()
+                for record in consumer.poll(timeout_s=1.0, max_records=1):
+                    if self._handle(record.value, stop):
+                        if not consumer.commit([record]):
+                            log.warning("gating: offset commit failed; a redelivery is skipped by the decision log")
+                        self._set_state("waiting for candidates")
+                        self._report_pending(force=True)
+            return 0
+        finally:
+            if consumer is not None:
+                consumer.close()
+            if self._watcher is not None:
+                self._watcher.close()
+            if self._producer is not None:
+                self._producer.close(timeout_s=10.0)
+            if self._reporter is not None:
+                self._reporter.close()
+            if http is not None:
+                http.close()
+            log.info("gating: stopped")
+
+    def _handle(self, value: bytes | None, stop: threading.Event) -> bool:
+        """Gate one announcement; True once it is decided (or unreadable), False when stopped."""
+        try:
+            announcement = CandidateAnnouncement.from_bytes(value or b"")
+            check_candidate_name(announcement.name)
+        except ValueError as err:
+            log.error("gating: skipping a bad record on %s: %s", self.topic, err)
+            return True
+        backoff = Backoff(2.0, 60.0)
+        while not stop.is_set():
+            try:
+                return self.gate(announcement, stop)
+            except (TritonError, KafkaAdapterError, OSError) as err:
+                if stop.is_set():
+                    break
+                delay = backoff.next()
+                self._set_state(f"{announcement.name}: waiting ({str(err).strip()[:200]}); retrying in {delay:.0f} s")
+                stop.wait(delay)
+        return False
+
+    # -- one candidate --------------------------------------------------------------------------
+
+    def gate(self, ann: CandidateAnnouncement, stop: threading.Event) -> bool:
+        """Play, decide, promote and record one candidate; False when stopped before a decision."""
+        if self.decisions.find(ann.name) is not None:
+            log.info("gating: %s was decided before; not played again", ann.name)
+            return True
+        path = Path(ann.path)
+        try:
+            metadata, expected = validate_export(path)
+        except ExportError as err:
+            log.error("gating: rejecting %s: %s", ann.name, err)
+            self._record(ann, None, Score(), 0, None, f"invalid export: {err}")
+            return True
+        opponent = self._current_version()
+        wait_version_ready(self.url, self.model, opponent, READY_WAIT_S)
+        match = MatchFile(self.data_dir, ann.name)
+        header = match.header
+        if header is not None and header.get("opponent_version") == opponent and header.get("games") == \
+                self.config.gating.games:
+            log.info("gating: resuming %s against v%d after %d finished games", ann.name, opponent, len(match.results))
+        else:
+            if header is not None:
+                log.info("gating: %s was played against v%s; the current model is v%d: starting again",
+                         ann.name, header.get("opponent_version"), opponent)
+            match.start({"candidate": ann.name, "candidate_path": str(path), "opponent_version": opponent,
+                         "games": self.config.gating.games, "started": time.time()})
+        candidate_version = self._load_candidate(path, expected)
+        verdict = self._play(ann, match, candidate_version, opponent, stop)
+        if verdict is None:
+            return False
+        score = _score(match.in_order())
+        promoted = None
+        if verdict.promote:
+            self._set_state(f"{ann.name}: promoting")
+            promoted = self._promote(path, expected, opponent)
+            self.last_promoted = promoted
+        self._record(ann, opponent, score, len(match.results), promoted, verdict.reason,
+                     samples=metadata.get("samples_seen"))
+        self._unreported.append(ann.name)
+        return True
+
+    def _current_version(self) -> int:
+        announced = self._watcher.current(self.model) if self._watcher is not None else None
+        version = max(announced or 0, self.last_promoted) or self.repository.latest_version(self.model)
+        if not version:
+            raise TritonError(f"no version of {self.model} announced on tengen.models or in {self.repository.root}")
+        self.metrics.version.set(version)
+        return version
+
+    def _load_candidate(self, path: Path, expected: dict) -> int:
+        """The candidate's version in `<model>-candidate`, loaded and ready."""
+        repo, name = self.repository, self.candidate_model
+        if not repo.has_model(name):
+            repo.create_model(name, render_config(name, repo.backend(self.model),
+                                                  warmup_board=max(self.config.game.board_sizes)))
+        version = promoted_version(repo, name, path)
+        if version is None:
+            for old in repo.versions(name)[:-1]:  # done with; the newest stays so numbers keep growing
+                repo.remove_version(name, old)
+            self._set_state(f"loading candidate {path.name} into Triton as {name}")
+            return load_checked(repo, self.url, name, path, expected, TRITON_TIMEOUT_S)
+        if version not in ready_versions(self.url, name):  # loaded before a restart, or never finished
+            load_model(self.url, name, TRITON_TIMEOUT_S)
+            wait_version_ready(self.url, name, version, TRITON_TIMEOUT_S)
+        check_served(self.url, name, expected)(version)
+        return version
+
+    def _play(self, ann: CandidateAnnouncement, match: MatchFile, candidate_version: int, opponent: int,
+              stop: threading.Event) -> Verdict | None:
+        gating = self.config.gating
+        verdict = self._verdict(match)
+        if verdict is not None:
+            return verdict
+        remaining = [i for i in range(gating.games) if i not in match.results]
+        parallel = max(2, min(self.config.selfplay.games_in_parallel, len(remaining)))
+        self._set_state(f"{ann.name} (cand v{candidate_version}) vs {self.model} v{opponent}: "
+                        f"{len(remaining)} of {gating.games} games to play, {parallel} at a time")
+        evaluators = [TritonEvaluator(self.url, self.candidate_model, candidate_version,
+                                      retry_deadline_s=EVAL_RETRY_S, stop=stop),
+                      TritonEvaluator(self.url, self.model, opponent, retry_deadline_s=EVAL_RETRY_S, stop=stop)]
+        seed = zlib.crc32(ann.name.encode())  # the same games when a match resumes
+        runner = MatchRunner(evaluators, self.settings, self.config.search, games_in_parallel=parallel, seed=seed)
+        self.metrics.playing.set(1)
+        try:
+            with contextlib.closing(runner.play(remaining, stop=stop)) as results:
+                for result in results:
+                    match.add(result)
+                    self.metrics.games.inc()
+                    self._log_game(ann.name, result, match)
+                    verdict = self._verdict(match)
+                    if verdict is not None:
+                        return verdict
+        finally:
+            self.metrics.playing.set(0)
+            for evaluator in evaluators:
+                evaluator.close()
+        return None
+
+    def _verdict(self, match: MatchFile) -> Verdict | None:
+        gating = self.config.gating
+        score = _score(match.in_order())
+        self.metrics.wins.set(score.wins)
+        self.metrics.losses.set(score.losses)
+        return decide(score, gating.games, gating.wins_to_pass, gating.sprt)
+
+    def _log_game(self, candidate: str, result: MatchGameResult, match: MatchFile) -> None:
+        side = result.winner_side()
+        outcome = "draw" if side is None else "candidate wins" if side == CANDIDATE else "current wins"
+        colour = "Black" if result.black_side == CANDIDATE else "White"
+        all_games = _score(list(match.results.values()))
+        log.info("gating: %s game %d (candidate %s, %dx%d, %s): %s by %s after %d moves | "
+                 "running score %s (%d of %d games played; %s in order)",
+                 candidate, result.index, colour, result.board_size, result.board_size, result.rules, outcome,
+                 result.end if result.score is None else f"{result.winner}+{abs(result.score):g}", result.moves,
+                 all_games, len(match.results), self.config.gating.games, _score(match.in_order()))
+
+    def _promote(self, path: Path, expected: dict, opponent: int) -> int:
+        """Hot-swap the candidate in as the next version, or finish a promotion a crash cut short."""
+        done = promoted_version(self.repository, self.model, path, newer_than=opponent)
+        if done is None:
+            return hot_swap(self.repository, self.url, self.model, path, expected, self._producer, TRITON_TIMEOUT_S)
+        log.info("gating: %s is already version %d (written before a restart); finishing its promotion", path, done)
+        load_model(self.url, self.model, TRITON_TIMEOUT_S)
+        wait_version_ready(self.url, self.model, done, TRITON_TIMEOUT_S)
+        check_served(self.url, self.model, expected)(done)
+        announce_model(self._producer, self.model, done, timeout_s=TRITON_TIMEOUT_S)
+        return done
+
+    def _record(self, ann: CandidateAnnouncement, opponent: int | None, score: Score, games: int,
+                promoted: int | None,
+                reason: str, samples: Any = None) -> None:
+        decision = {
+            "candidate": ann.name, "candidate_path": ann.path, "candidate_samples": samples
+            if isinstance(samples, int) else ann.samples, "opponent_version": opponent, "wins": score.wins,
+            "losses": score.losses, "draws": score.draws, "games": games, "promoted": promoted is not None,
+            "promoted_version": promoted, "reason": reason, "time": time.time(),
+        }
+        self.decisions.record(decision)
+        self.metrics.candidates.labels("promoted" if promoted is not None else "rejected").inc()
+        log.info("gating: %s %s against %s v%s with %s in %d games (%s)", ann.name,
+                 f"PROMOTED to v{promoted}" if promoted is not None else "rejected", self.model, opponent, score,
+                 games, reason)
+
+    # -- ratings --------------------------------------------------------------------------------
+
+    def _make_reporter(self) -> Reporter:
+        ratings = self.config.ratings
+        if ratings.url:
+            return ServiceReporter(ratings.url, ratings.token or client_token(None, self.data_dir))
+        return StoreReporter(store_url(self.data_dir, ratings.database_url or None))
+
+    def _report_pending(self, force: bool = False) -> None:
+        """Report every decided match not yet in ratings (with backoff while ratings is down)."""
+        self.metrics.unreported.set(len(self._unreported))
+        if not self._unreported or (not force and time.monotonic() < self._report_next):
+            return
+        while self._unreported:
+            candidate = self._unreported[0]
+            try:
+                if self._reporter is None:
+                    self._reporter = self._make_reporter()
+                self._report(candidate)
+            # Any failure (service down, database down, a refusal) is retried with backoff: the
+            # games stay in the match file until they are in.
+            except Exception as err:
+                delay = self._report_backoff.next()
+                self._report_next = time.monotonic() + delay
+                log.warning("gating: reporting %s to ratings failed (%s); retrying in %.0f s",
+                            candidate, str(err).strip()[:300], delay)
+                if self._reporter is not None and not isinstance(err, RatingsError):
+                    self._reporter.close()
+                    self._reporter = None
+                return
+            self._unreported.pop(0)
+            self.metrics.unreported.set(len(self._unreported))
+        self._report_backoff.reset()
+        self._report_next = 0.0
+
+    def _report(self, candidate: str) -> None:
+        decision = self.decisions.find(candidate)
+        match = MatchFile(self.data_dir, candidate)
+        if decision is None or match.header is None:
+            return
+        opponent = int(match.header["opponent_version"])
+        current = PlayerInfo(version_player(self.model, opponent), "model", self._version_samples(opponent))
+        samples = decision.get("candidate_samples")
+        samples = samples if isinstance(samples, int) and samples >= 0 else None
+        if decision.get("promoted"):
+            cand = PlayerInfo(version_player(self.model, int(decision["promoted_version"])), "model", samples)
+        else:
+            cand = PlayerInfo(candidate_player(self.model, candidate), "engine", samples)
+        names = {CANDIDATE: cand.name, CURRENT: current.name}
+        games = [GameReport(f"{SOURCE}-{candidate}-v{opponent}-{r.index}", names[r.black_side],
+                            names[1 - r.black_side], r.winner, source=SOURCE)
+                 for r in sorted(match.results.values(), key=lambda r: r.index)]
+        for start in range(0, max(len(games), 1), REPORT_CHUNK):
+            self._reporter.report(games[start:start + REPORT_CHUNK], [cand, current])
+        match.mark_reported()
+        log.info("gating: reported %d games of %s to ratings (%s vs %s)", len(games), candidate, cand.name,
+                 current.name)
+
+    def _version_samples(self, version: int) -> int | None:
+        """samples_seen from a repository version's sidecar."""
+        try:
+            meta = json.loads((self.repository.model_dir(self.model) / str(version) / f"{EXPORT_FILENAME}.json")
+                              .read_text())
+        except (OSError, ValueError):
+            return None
+        samples = meta.get("samples_seen") if isinstance(meta, dict) else None
+        return samples if isinstance(samples, int) and samples >= 0 else None
+
+
+def _score(results: list[MatchGameResult]) -> Score:
+    score = Score()
+    for result in results:
+        side = result.winner_side()
+        score = score.add("draw" if side is None else "win" if side == CANDIDATE else "loss")
+    return score
