@@ -19,7 +19,7 @@ from tengen.go import planes
 from tengen.go.board import Board
 from tengen.go.rules import parse_rules
 from tengen.proto import game_pb2
-from tengen.search.selfplay import _draw_from_policy
+from tengen.search.selfplay import draw_from_policy
 
 from test_search_selfplay import Quick, RecordingTree, accepted, new_game, play_game, settings
 
@@ -132,7 +132,7 @@ def test_alternative_moves_follow_the_raw_policy_at_its_temperature() -> None:
     rng = np.random.default_rng(0)
     policy = np.array([0.6, 0.3, 0.1, 0.0, 0.5], np.float32)  # the last entry is the pass
     candidates = np.array([True, True, True, True, False])
-    draws = {t: np.bincount([_draw_from_policy(policy, candidates, t, rng) for _ in range(4000)], minlength=5) / 4000
+    draws = {t: np.bincount([draw_from_policy(policy, candidates, t, rng) for _ in range(4000)], minlength=5) / 4000
              for t in (1.0, 2.0, math.inf)}
     np.testing.assert_allclose(draws[1.0], [0.6, 0.3, 0.1, 0, 0], atol=0.03)
     sharp = np.sqrt([0.6, 0.3, 0.1])

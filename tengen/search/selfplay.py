@@ -224,7 +224,7 @@ class SelfPlayGame:
             candidates[-1] = False
         if not candidates.any():
             return self.board.pass_move, result
-        return _draw_from_policy(result.raw_policy, candidates, temperature, self.rng), result
+        return draw_from_policy(result.raw_policy, candidates, temperature, self.rng), result
 
     def _compensate_komi(self) -> GameSteps:
         """Set komi so the net predicts an even game: komi += Black's predicted lead, a few
@@ -345,7 +345,7 @@ class SelfPlayGame:
             return
         probabilities, temperatures = zip(*s.side_branch_temperatures)
         branch_temperature = temperatures[rng.choice(len(temperatures), p=np.asarray(probabilities) / sum(probabilities))]
-        alternative = _draw_from_policy(raw_policy, candidates, branch_temperature, rng)
+        alternative = draw_from_policy(raw_policy, candidates, branch_temperature, rng)
         board, prev = at.copy(), (at, at_prev)
         board.play(alternative)
         branch = game_pb2.SideBranch(move_index=len(self.moves) - 1, alternative=alternative)
@@ -405,7 +405,7 @@ def _choose_move(result: SearchResult, temperature: float, rng: np.random.Genera
     return int(np.argmax(result.raw_policy))  # a one-visit search: only the root was evaluated
 
 
-def _draw_from_policy(policy: np.ndarray, candidates: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+def draw_from_policy(policy: np.ndarray, candidates: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
     """A move among `candidates` (bool mask) drawn from `policy` ** (1 / temperature); uniformly at
     temperature infinity, or when the policy gives the candidates no weight."""
     weights = np.where(candidates, np.asarray(policy, np.float64), 0.0)
