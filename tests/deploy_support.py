@@ -191,6 +191,8 @@ def connection_targets(workload: Workload, config: Config) -> dict[str, tuple[st
 def check_connections(workload: Workload, config: Config) -> dict[str, tuple[str, int]]:
     """The workload is configured for exactly the services its code uses, on the default ports."""
     used = connections_used(workload.argv)
+    if "ratings" in used and config.ratings.url:
+        used.discard("database")  # ratings.url set: the client never opens the store itself
     targets = connection_targets(workload, config)
     assert set(targets) == used, (
         f"{workload.name}: its code talks to {sorted(used)} but its environment configures "
@@ -214,8 +216,15 @@ def written_paths(workload: Workload, config: Config) -> list[PurePosixPath]:
         return [data / "trainer" / "window", data / "trainer" / "checkpoint.pt",
                 data / PurePosixPath(candidate_path("/", "c")).relative_to("/"),
                 data / "tensorboard" / "trainer"]
+    repository_model = PurePosixPath(str(data_dir_repository(str(data)))) / config.run.model_name
+    if argv[:3] == ["python", "-m", "services.selfplay"]:
+        return [data / "sgf"]
+    if argv[:3] == ["python", "-m", "services.gating"]:
+        from services.gating.ledger import GATING_DIR
+
+        return [data / GATING_DIR, repository_model]
     if argv[0].endswith("bootstrap-model.sh"):
-        return [PurePosixPath(str(data_dir_repository(str(data)))) / config.run.model_name]
+        return [repository_model]
     return []
 
 

@@ -6,6 +6,7 @@ lives on a named volume shared with whoever reads it."""
 from __future__ import annotations
 
 import copy
+import importlib
 import re
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -158,7 +159,7 @@ def test_every_variable_is_defined(env: dict[str, str]) -> None:
 
 def test_commands_name_existing_entry_points(compose: dict[str, Any], gpu_compose: dict[str, Any]) -> None:
     apps = app_workloads(compose)
-    assert {w.name for w in apps} >= {"trainer", "ratings", "model-init", "tensorboard"}
+    assert {w.name for w in apps} >= {"trainer", "selfplay", "gating", "ratings", "model-init", "tensorboard"}
     for w in apps + app_workloads(gpu_compose):
         assert w.argv, f"{w.name}: no command (the image's default would run the trainer)"
         check_entry_point(w.argv)
@@ -205,9 +206,14 @@ def test_ports_and_health_checks_agree_with_the_code(compose: dict[str, Any]) ->
     from tengen.ratings.config import DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT
 
     services = compose["services"]
-    trainer_port = trainer_parser().get_default("http_port")
+    trainer_port = trainer_parser().parse_args([]).http_port
     trainer = services["trainer"]
     assert int(trainer["environment"]["TENGEN_TRAINER_HTTP_PORT"]) == trainer_port == healthcheck_port(trainer)
+
+    for name, env_name in (("selfplay", "TENGEN_SELFPLAY_HTTP_PORT"), ("gating", "TENGEN_GATING_HTTP_PORT")):
+        port = importlib.import_module(f"services.{name}.__main__").build_parser().parse_args([]).http_port
+        assert int(services[name]["environment"][env_name]) == port == healthcheck_port(services[name]), name
+        assert "ports" not in services[name], f"{name}: only its health check needs its port"
 
     ratings = services["ratings"]
     assert int(ratings["environment"]["TENGEN_RATINGS_GRPC_PORT"]) == DEFAULT_GRPC_PORT
@@ -238,8 +244,15 @@ def test_volumes_persist_what_services_write_and_share_what_others_read(compose:
     for name, service in services.items():
         for source, _ in workload(name, service).mounts.values():
             assert source.startswith("./") or source in declared, f"{name}: volume {source} is not declared"
+    # Docker gives a fresh named volume the owner of its mount point in the image; a mount point
+    # the image lacks is created root-owned, and the non-root services could not write to it.
+    dockerfile = (REPO / "docker" / "Dockerfile").read_text()
+    created = set(re.search(r"mkdir -p ((?:/data\S* ?)+)", dockerfile).group(1).split())
     for w in app_workloads(compose):
         check_persistence(w, check_env(w, known), ephemeral=set())
+        for target, (source, read_only) in w.mounts.items():
+            if source in declared and not read_only:
+                assert target in created, f"{w.name}: {target} is not made (owned by the app user) in docker/Dockerfile"
 
     def volume_at(service: str, path: str) -> str:
         return workload(service, services[service]).mounts[path][0]
@@ -248,6 +261,9 @@ def test_volumes_persist_what_services_write_and_share_what_others_read(compose:
     triton_repo = services["triton"]["environment"]["TRITON_MODEL_REPOSITORY"]
     assert volume_at("triton", triton_repo) == volume_at("model-init", "/data/models")
     assert workload("triton", services["triton"]).mounts[triton_repo][1], "Triton only reads the repository"
+    # Gating promotes into that repository and reads the trainer's candidates.
+    assert workload("gating", services["gating"]).mounts["/data/models"] == (volume_at("triton", triton_repo), False)
+    assert workload("gating", services["gating"]).mounts["/data/candidates"] == (volume_at("trainer", "/data/candidates"), True)
     # TensorBoard reads the trainer's logs.
     logdir = services["tensorboard"]["command"][services["tensorboard"]["command"].index("--logdir") + 1]
     assert volume_at("tensorboard", logdir) == volume_at("trainer", "/data/tensorboard")
@@ -277,6 +293,15 @@ def test_start_order_waits_on_health_and_completion(compose: dict[str, Any]) -> 
     assert services["trainer"]["depends_on"]["kafka-init"]["condition"] == "service_completed_successfully"
     assert services["ratings"]["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert services["model-init"]["depends_on"]["triton"]["condition"] == "service_healthy"
+    # Selfplay and gating start once the model has a version; gating reports to a healthy ratings.
+    for name in ("selfplay", "gating"):
+        assert services[name]["depends_on"]["model-init"]["condition"] == "service_completed_successfully"
+    assert services["gating"]["depends_on"]["ratings"]["condition"] == "service_healthy"
+
+
+def test_selfplay_replicas_come_from_the_env_file(env: dict[str, str]) -> None:
+    assert load(COMPOSE, env)["services"]["selfplay"]["deploy"]["replicas"] == int(env["SELFPLAY_REPLICAS"])
+    assert load(COMPOSE, {**env, "SELFPLAY_REPLICAS": "7"})["services"]["selfplay"]["deploy"]["replicas"] == 7
 
 
 def test_gpu_override_reserves_gpus_and_switches_backend_and_device(gpu_compose: dict[str, Any]) -> None:

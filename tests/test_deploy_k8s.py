@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import importlib
 import os
 import re
 import subprocess
@@ -53,7 +54,7 @@ VARIANTS = {  # name -> (overlay, components)
 POD_OWNERS = ("Deployment", "StatefulSet", "Job")
 # The pods each connection of the code must reach (their app.kubernetes.io/name).
 CONNECTION_PODS = {"kafka": "kafka", "triton": "triton", "ratings": "ratings", "database": "postgres"}
-APP_CONTAINERS = {"trainer", "ratings", "model-init", "tensorboard"}
+APP_CONTAINERS = {"trainer", "selfplay", "gating", "ratings", "model-init", "tensorboard"}
 _ADDRESS = re.compile(r"(?<![\w-])([a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9-]+)*):(\d{2,5})\b")
 _VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -65,11 +66,10 @@ def kustomize(overlay: str, components: tuple[str, ...], workdir: Path) -> list[
     target = K8S / "overlays" / overlay
     if components:
         root = Path(tempfile.mkdtemp(dir=workdir))
-        relative = lambda p: os.path.relpath(p, root)  # noqa: E731
         root.joinpath("kustomization.yaml").write_text(yaml.safe_dump({
             "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-            "resources": [relative(target)],
-            "components": [relative(K8S / "components" / c) for c in components],
+            "resources": [os.path.relpath(target, root)],
+            "components": [os.path.relpath(K8S / "components" / c, root) for c in components],
         }))
         target = root
     out = subprocess.run([tool("kubectl"), "kustomize", str(target)], capture_output=True, text=True, timeout=60)
@@ -98,10 +98,6 @@ class Manifests:
     def pod_owners(self) -> Iterator[dict[str, Any]]:
         for kind in POD_OWNERS:
             yield from self.of_kind(kind)
-
-    def pods_labelled(self, name: str) -> list[dict[str, Any]]:
-        """Owners whose pods carry app.kubernetes.io/name=name."""
-        return [o for o in self.pod_owners() if pod_labels(o).get("app.kubernetes.io/name") == name]
 
 
 def pod_spec(owner: dict[str, Any]) -> dict[str, Any]:
@@ -448,7 +444,7 @@ def test_ports_and_probes_agree_with_the_code(manifests: Manifests) -> None:
         return action["path"], named_port(c, action["port"])
 
     trainer = container("StatefulSet", "trainer", "trainer")
-    port = trainer_parser().get_default("http_port")
+    port = trainer_parser().parse_args([]).http_port
     assert int(workload(m, "trainer").env["TENGEN_TRAINER_HTTP_PORT"]) == port
     assert probe(trainer, "readinessProbe") == probe(trainer, "livenessProbe") == ("/healthz", port)
 
@@ -467,6 +463,12 @@ def test_ports_and_probes_agree_with_the_code(manifests: Manifests) -> None:
     assert workload(m, "triton").ports == {defaults.http_port, defaults.grpc_port, defaults.metrics_port}
     assert probe(triton, "readinessProbe") == ("/v2/health/ready", defaults.http_port)
     assert probe(triton, "livenessProbe") == probe(triton, "startupProbe") == ("/v2/health/live", defaults.http_port)
+
+    for name, env_name in (("selfplay", "TENGEN_SELFPLAY_HTTP_PORT"), ("gating", "TENGEN_GATING_HTTP_PORT")):
+        port = importlib.import_module(f"services.{name}.__main__").build_parser().parse_args([]).http_port
+        c = container("Deployment", name, name)
+        assert int(workload(m, name).env[env_name]) == port and workload(m, name).ports == {port}
+        assert probe(c, "readinessProbe") == probe(c, "livenessProbe") == ("/healthz", port)
 
     tensorboard = container("StatefulSet", "trainer", "tensorboard")
     argv = tensorboard["command"]
@@ -497,6 +499,10 @@ def test_volumes_persist_what_services_write_and_share_what_others_read(manifest
     assert workload(m, "model-init").mounts["/data/models"] == (models_volume, False)
     trainer = workload(m, "trainer")
     assert trainer.mounts["/data/tensorboard"][0] == workload(m, "tensorboard").mounts["/data/tensorboard"][0]
+    # Gating writes versions into the repository Triton serves, and reads the trainer's candidates.
+    gating = workload(m, "gating")
+    assert gating.mounts["/data/models"] == (models_volume, False)
+    assert gating.mounts["/data/candidates"] == (trainer.mounts["/data/candidates"][0], True)
     # Volumes that pods of different workloads share must be ReadWriteMany where pods may land on
     # different nodes (the gpu overlay); the cpu overlay runs on one node, where RWO is enough.
     users: dict[str, set[str]] = {}
@@ -552,16 +558,48 @@ def test_every_container_has_requests_and_limits_and_gpus_where_the_overlay_says
     assert int(topics["TOPIC_MIN_INSYNC_REPLICAS"]) == (2 if replicas >= 3 else 1)
 
 
+def min_replicas(m: Manifests, owner: dict[str, Any]) -> int:
+    """The fewest pods a workload runs: its HPA's minimum when one scales it, else its replicas."""
+    for hpa in m.of_kind("HorizontalPodAutoscaler"):
+        target = hpa["spec"]["scaleTargetRef"]
+        if (target["kind"], target["name"]) == (owner["kind"], owner["metadata"]["name"]):
+            return hpa["spec"].get("minReplicas", 1)
+    return owner["spec"].get("replicas", 1)
+
+
 def test_disruption_budgets_cover_the_replicated_services(manifests: Manifests) -> None:
     m = manifests
     covered = {o["metadata"]["name"] for b in m.of_kind("PodDisruptionBudget")
                for o in m.pod_owners() if selects(b["spec"]["selector"], pod_labels(o))}
-    assert covered >= {"kafka", "ratings"}
+    assert covered >= {"kafka", "ratings", "selfplay"}
     for budget in m.of_kind("PodDisruptionBudget"):
         (owner,) = [o for o in m.pod_owners() if selects(budget["spec"]["selector"], pod_labels(o))]
-        replicas = owner["spec"].get("replicas", 1)
-        # A budget a single replica can never satisfy would block every node drain.
-        assert budget["spec"].get("maxUnavailable", 0) >= 1 or budget["spec"].get("minAvailable", 0) < replicas, budget
+        spec = budget["spec"]
+        # A budget the workload can never satisfy would block every node drain.
+        if "maxUnavailable" in spec:
+            assert spec["maxUnavailable"] not in (0, "0%"), budget
+        else:
+            assert isinstance(spec["minAvailable"], int) and spec["minAvailable"] < min_replicas(m, owner), budget
+
+
+def test_selfplay_scales_on_cpu_and_gating_runs_alone(manifests: Manifests) -> None:
+    m = manifests
+    (hpa,) = m.of_kind("HorizontalPodAutoscaler")
+    target = hpa["spec"]["scaleTargetRef"]
+    assert (target["apiVersion"], target["kind"], target["name"]) == ("apps/v1", "Deployment", "selfplay")
+    selfplay = m.get("Deployment", "selfplay")
+    assert "replicas" not in selfplay["spec"], "the HPA owns the replica count; a fixed one is reset by every apply"
+    assert 1 <= hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric["type"] == "Resource" and metric["resource"]["name"] == "cpu"
+    assert 0 < metric["resource"]["target"]["averageUtilization"] <= 100
+    # Utilisation is relative to the request, so every container of the pod must request CPU.
+    assert all("cpu" in c["resources"]["requests"] for c in containers(selfplay))
+    if m.variant.startswith("gpu"):
+        assert hpa["spec"]["maxReplicas"] >= 16, "the GPU cluster runs a fleet of workers"
+    gating = m.get("Deployment", "gating")
+    assert gating["spec"]["replicas"] == 1 and gating["spec"]["strategy"]["type"] == "Recreate", \
+        "two gating pods would promote concurrently"
 
 
 def needed_connections(m: Manifests) -> set[tuple[str, str, int]]:
@@ -614,7 +652,8 @@ def test_network_policies_allow_exactly_the_connections_the_workloads_make(manif
     # The documented paths, spelt out: the database only from ratings, Triton only from its clients.
     sources_of = lambda server, port: {c for c, s, n in needed if (s, n) == (server, port)}  # noqa: E731
     assert sources_of("postgres", 5432) == {"ratings"}
-    assert sources_of("triton", TritonConfig().grpc_port) >= {"model-init"}
+    assert sources_of("triton", TritonConfig().grpc_port) == {"selfplay", "gating", "model-init"}
+    assert sources_of("kafka", 9092) == {"kafka", "kafka-topics", "model-init", "trainer", "selfplay", "gating"}
     assert "trainer" not in sources_of("triton", TritonConfig().grpc_port) | sources_of("triton", TritonConfig().http_port)
 
 
