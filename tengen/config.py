@@ -245,7 +245,8 @@ def validate(config: Config) -> None:
           "game.board_size_weights must be >= 0 with a positive sum")
     for name in ("wide_komi_prob", "handicap_prob"):
         check(0 <= getattr(game, name) <= 1, f"game.{name} must be within 0..1")
-    check(search.full_visits >= search.fast_visits >= 1, "search.full_visits >= search.fast_visits >= 1")
+    # a lopsided full search shrinks towards fast_visits and must keep a policy target (>= 2 visits)
+    check(search.full_visits >= search.fast_visits >= 2, "search.full_visits >= search.fast_visits >= 2")
     check(0 < search.full_search_prob <= 1, "search.full_search_prob must be within (0, 1]")
     check(0 <= search.noise_weight < 1, "search.noise_weight must be within [0, 1)")
     check(search.cpuct > 0 and search.root_policy_temperature > 0, "search.cpuct and temperatures > 0")
