@@ -26,7 +26,7 @@ from services.selfplay.__main__ import main
 from services.selfplay.service import SelfplayService, check_worker_id, default_worker_id
 from tengen.config import load_config
 from tengen.data.record_sgf import record_to_sgf, write_record_sgf
-from tengen.data.rows import decode, rows_from_record, validate
+from tengen.data.rows import decode, row_count, rows_from_record, validate
 from tengen.data.synthetic import random_game
 from tengen.go.sgf import read_game, replay
 from tengen.infra.broker import LocalBroker, free_port
@@ -297,7 +297,7 @@ def test_selfplay_worker_end_to_end(broker: LocalBroker, tmp_path: Path) -> None
     for record in every:
         validate(record)
         rows = rows_from_record(record, pos_len=7)
-        assert len(rows) == sum(1 for m in record.moves if m.full_search)
+        assert len(rows) == row_count(record)
         assert record.model_name == model and record.model_version in (1, 2)
         assert re.fullmatch(r"(main|second)-[0-9a-f]{8}-\d+-\d+", record.id)
     # The version tags: both versions played, and games finished well after the switch are v2.

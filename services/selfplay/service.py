@@ -43,7 +43,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from tengen.config import Config
 from tengen.data.record_sgf import write_record_sgf
-from tengen.data.rows import RecordError, validate
+from tengen.data.rows import RecordError, row_count, validate
 from tengen.infra.health import HealthServer
 from tengen.infra.kafka import (
     GAMES_TOPIC,
@@ -88,7 +88,8 @@ class Metrics:
         r = self.registry
         self.games = Counter("tengen_selfplay_games", "Games played and handed to the producer", registry=r)
         self.positions = Counter("tengen_selfplay_positions", "Moves played in finished games", registry=r)
-        self.rows = Counter("tengen_selfplay_rows", "Full-search (training) turns in finished games", registry=r)
+        self.rows = Counter("tengen_selfplay_rows", "Training rows in finished games (full searches, side branches)",
+                            registry=r)
         self.published = Counter("tengen_selfplay_published", "Games acknowledged by the broker", registry=r)
         self.invalid = Counter("tengen_selfplay_invalid", "Games that failed validation (not published)",
                                registry=r)
@@ -334,7 +335,7 @@ class SelfplayService:
         self.positions_done += len(record.moves)
         self.metrics.games.inc()
         self.metrics.positions.inc(len(record.moves))
-        self.metrics.rows.inc(sum(1 for m in record.moves if m.full_search))
+        self.metrics.rows.inc(row_count(record))
         self.metrics.pending.set(producer.pending)
 
     def _delivered(self, topic: str, key: bytes, metadata: object) -> None:
