@@ -220,10 +220,10 @@ def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
         return False
     for expr in selector.get("matchExpressions", []):
         key, op, values = expr["key"], expr["operator"], expr.get("values", [])
+        assert op in ("In", "NotIn", "Exists", "DoesNotExist"), f"unknown operator {op}"
         if (op == "In" and labels.get(key) not in values) or (op == "NotIn" and labels.get(key) in values) \
                 or (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
             return False
-        assert op in ("In", "NotIn", "Exists", "DoesNotExist"), f"unknown operator {op}"
     return True
 
 
@@ -401,7 +401,8 @@ def test_references_resolve(manifests: Manifests) -> None:
             for path in rule["http"]["paths"]:
                 backend = path["backend"]["service"]
                 ports = m.get("Service", backend["name"])["spec"]["ports"]
-                assert any(p.get("name") == backend["port"].get("name") or p["port"] == backend["port"].get("number")
+                wanted = backend["port"]
+                assert any(p.get("name") == wanted["name"] if "name" in wanted else p["port"] == wanted["number"]
                            for p in ports), f"{m.variant}: Ingress backend {backend}"
 
 
