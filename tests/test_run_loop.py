@@ -17,7 +17,7 @@ import pytest
 
 TENGEN = str(Path(sys.executable).with_name("tengen"))
 PROMOTION_DEADLINE_S = 420  # from nothing to a promotion; about 2-4 minutes on the 2-core box
-STOP_DEADLINE_S = 120
+STOP_DEADLINE_S = 240  # the services' grace periods add up to about this in the worst case
 
 
 def _env(data_dir: Path) -> dict[str, str]:

@@ -196,7 +196,8 @@ class LocalRun:
                     "--grpc-port", str(ratings_grpc), "--http-port", str(ratings_http)),
             # The trainer checkpoints on SIGTERM: give it time.
             service("trainer", "services.trainer", *preset, "--http-port", str(trainer_http), grace_s=60.0),
-            service("gating", "services.gating", *preset, "--http-port", str(gating_http), grace_s=30.0),
+            # A promotion under way (load and warm-up in Triton: ~30 s on a busy 2-core box) finishes.
+            service("gating", "services.gating", *preset, "--http-port", str(gating_http), grace_s=90.0),
         ]
         children += [service(f"selfplay-{k}", "services.selfplay", *preset, "--worker-id", str(k),
                              "--http-port", str(port)) for k, port in enumerate(selfplay_http)]
