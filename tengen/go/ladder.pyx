@@ -49,7 +49,7 @@ cdef int _flood_libs(Ladder* lad, unsigned int* mark, unsigned int g, short* sta
     found. Writes them to out (room for limit + 1) when out is not NULL. Marks the chain's stones
     and the liberties it found with g."""
     cdef int c = lad.color[loc]
-    cdef int sp = 1, n = 0, cur, nb, i
+    cdef int sp = 1, n = 0, cur, nb, i, col
     stack[0] = loc
     mark[loc] = g
     while sp:
@@ -57,16 +57,16 @@ cdef int _flood_libs(Ladder* lad, unsigned int* mark, unsigned int g, short* sta
         cur = stack[sp]
         for i in range(4):
             nb = cur + lad.adj[i]
-            if mark[nb] == g:
-                continue
-            if lad.color[nb] == C_EMPTY:
-                mark[nb] = g
-                if out != NULL:
-                    out[n] = nb
-                n += 1
-                if n > limit:
-                    return n
-            elif lad.color[nb] == c:
+            col = lad.color[nb]  # the color first: walls and opponents need no mark lookup
+            if col == C_EMPTY:
+                if mark[nb] != g:
+                    mark[nb] = g
+                    if out != NULL:
+                        out[n] = nb
+                    n += 1
+                    if n > limit:
+                        return n
+            elif col == c and mark[nb] != g:
                 mark[nb] = g
                 stack[sp] = nb
                 sp += 1
@@ -250,20 +250,27 @@ cdef int _escape_moves(Ladder* lad, int loc, int* out, int cap) noexcept nogil:
 
 # --- the search ----------------------------------------------------------------------------
 
-cdef bint _defender_loses(Ladder* lad, int loc) noexcept nogil:
-    """The defender is to move: True when the chain at loc has one liberty and no escape works
-    (False when it does not have exactly one liberty)."""
+cdef bint _defender_loses(Ladder* lad, int loc, int lib) noexcept nogil:
+    """The defender is to move and the chain at loc has exactly one liberty, `lib`: True when no
+    escape works. Extending comes first: it is the usual try and often escapes at once, and it
+    needs no flood of the chain; the escapes by capture (one flood) are looked for only when it
+    fails. The moves tried, and their order, are those of _escape_moves."""
     cdef int c = lad.color[loc]
     cdef int moves[MAX_CAPTURE_MOVES + 1]
-    cdef int num_moves, k
+    cdef int num_moves, k, captured
     cdef bint escaped
     if lad.aborted:
         return False
-    # Extending comes first: it is the usual try and often escapes at once.
-    num_moves = _escape_moves(lad, loc, moves, MAX_CAPTURE_MOVES + 1)
-    if num_moves == 0:
+    captured = _play(lad, lib, c)
+    if captured >= 0:
+        escaped = _extension_escaped(lad, loc, lib, captured)
+        _undo(lad)
+        if escaped or lad.aborted:
+            return False
+    elif lad.aborted:
         return False
-    for k in range(num_moves):
+    num_moves = _escape_moves(lad, loc, moves, MAX_CAPTURE_MOVES + 1)
+    for k in range(1, num_moves):
         if _play(lad, moves[k], c) < 0:
             if lad.aborted:
                 return False
@@ -273,6 +280,32 @@ cdef bint _defender_loses(Ladder* lad, int loc) noexcept nogil:
         if escaped or lad.aborted:
             return False
     return True
+
+
+cdef bint _extension_escaped(Ladder* lad, int loc, int lib, int captured) noexcept nogil:
+    """The defender just extended at `lib`, its chain's only liberty, capturing `captured`
+    stones: _escaped without a flood in the usual case. When the extension captured nothing
+    and touches no other friendly stone than the one chain stone next to it, the chain's
+    liberties are exactly lib's empty neighbours (any other liberty of the chain would have been
+    a second liberty before), in the order a flood from loc would find them."""
+    cdef short libs[3]
+    cdef int n = 0, friends = 0, i, nb
+    if captured == 0:
+        for i in range(4):
+            nb = lib + lad.adj[i]
+            if lad.color[nb] == C_EMPTY:
+                if n < 3:
+                    libs[n] = nb
+                n += 1
+            elif lad.color[nb] == lad.color[lib]:
+                friends += 1
+        if friends == 1:
+            if n >= 3:
+                return True
+            if n <= 1:
+                return False
+            return not _attacker_wins(lad, loc, libs)
+    return _escaped(lad, loc)
 
 
 cdef bint _escaped(Ladder* lad, int loc) noexcept nogil:
@@ -286,6 +319,28 @@ cdef bint _escaped(Ladder* lad, int loc) noexcept nogil:
     return not _attacker_wins(lad, loc, libs)
 
 
+cdef bint _atari_fails(Ladder* lad, int loc, int atari, int other) noexcept nogil:
+    """The chain at loc has the two liberties atari and other, and the attacker is to move: True
+    when the atari is sure to be answered by an extension at `other` with 3 or more liberties
+    (the atari is legal, having an empty neighbour and no ko, and `other` has 3 empty neighbours
+    besides it; the atari's captures could only add liberties). Then the two moves the read
+    would play are charged to the budget without playing them. False when unsure, or when the
+    read might run out of budget or room: the caller then reads it move by move."""
+    cdef int attacker = 3 - lad.color[loc]
+    cdef int i, empties = 0, atari_empties = 0
+    if ((atari == lad.ko_loc and attacker == lad.ko_color) or lad.moves_left < 2
+            or lad.depth + 1 >= LADDER_MAX_DEPTH
+            or lad.num_undo + 1 + MAX_AREA > LADDER_UNDO_CAP - MAX_AREA - 1):
+        return False
+    for i in range(4):
+        atari_empties += lad.color[atari + lad.adj[i]] == C_EMPTY
+        empties += lad.color[other + lad.adj[i]] == C_EMPTY and other + lad.adj[i] != atari
+    if atari_empties == 0 or empties < 3:
+        return False
+    lad.moves_left -= 2
+    return True
+
+
 cdef bint _attacker_wins(Ladder* lad, int loc, short* libs) noexcept nogil:
     """The chain at loc has the two liberties libs and the attacker is to move: True when an
     atari on one of them leaves it in inescapable atari."""
@@ -293,11 +348,13 @@ cdef bint _attacker_wins(Ladder* lad, int loc, short* libs) noexcept nogil:
     cdef bint wins
     cdef int k
     for k in range(2):  # libs is the caller's local array: nested reads do not touch it
+        if _atari_fails(lad, loc, libs[k], libs[1 - k]):
+            continue
         if _play(lad, libs[k], opp) < 0:
             if lad.aborted:
                 return False
             continue
-        wins = _defender_loses(lad, loc)
+        wins = _defender_loses(lad, loc, libs[1 - k])  # the atari leaves the other liberty
         _undo(lad)
         if lad.aborted:
             return False
@@ -312,44 +369,49 @@ cdef inline void _start_query(Ladder* lad) noexcept nogil:
 
 
 cdef bint ladder_captured(Ladder* lad, int loc) noexcept nogil:
+    cdef short libs[2]
     if lad.color[loc] != C_BLACK and lad.color[loc] != C_WHITE:
         return False
+    if _libs(lad, loc, 1, libs) != 1:
+        return False
     _start_query(lad)
-    cdef bint result = _defender_loses(lad, loc)
+    cdef bint result = _defender_loses(lad, loc, libs[0])
+    return result and not lad.aborted
+
+
+cdef bint _move_works(Ladder* lad, int loc, int move, int other) noexcept nogil:
+    """ladder_move_works for the chain at loc with the two liberties move and other."""
+    cdef bint result
+    _start_query(lad)
+    if _atari_fails(lad, loc, move, other) or _play(lad, move, 3 - lad.color[loc]) < 0:
+        return False
+    # The atari captures no stone next to the chain (it would be the chain's own color), so the
+    # chain's one liberty left is the other one.
+    result = _defender_loses(lad, loc, other)
+    _undo(lad)
     return result and not lad.aborted
 
 
 cdef bint ladder_move_works(Ladder* lad, int loc, int move) noexcept nogil:
     cdef short libs[3]
-    cdef bint result
     if lad.color[loc] != C_BLACK and lad.color[loc] != C_WHITE:
         return False
     if _libs(lad, loc, 2, libs) != 2 or (move != libs[0] and move != libs[1]):
         return False
-    _start_query(lad)
-    if _play(lad, move, 3 - lad.color[loc]) < 0:
-        return False
-    result = _defender_loses(lad, loc)
-    _undo(lad)
-    return result and not lad.aborted
+    return _move_works(lad, loc, move, libs[1] if move == libs[0] else libs[0])
 
 
 cdef int ladder_working_moves(Ladder* lad, int loc, int* out) noexcept nogil:
     cdef short libs[3]
     cdef int n = 0, k
-    cdef short lib0, lib1
     if lad.color[loc] != C_BLACK and lad.color[loc] != C_WHITE:
         return 0
     if _libs(lad, loc, 2, libs) != 2:
         return 0
-    lib0 = libs[0]
-    lib1 = libs[1]
-    if ladder_move_works(lad, loc, lib0):
-        out[n] = lib0
-        n += 1
-    if ladder_move_works(lad, loc, lib1):
-        out[n] = lib1
-        n += 1
+    for k in range(2):
+        if _move_works(lad, loc, libs[k], libs[1 - k]):
+            out[n] = libs[k]
+            n += 1
     return n
 
 
@@ -366,7 +428,7 @@ cdef bint ladder_chain(Ladder* lad, Board board, int loc, int* working, int* num
     _libs(lad, loc, 2, libs)
     for k in range(2):
         if ((attacker != board.next_color or board.is_legal_loc(libs[k]))
-                and ladder_move_works(lad, loc, libs[k])):
+                and _move_works(lad, loc, libs[k], libs[1 - k])):
             working[num_working[0]] = libs[k]
             num_working[0] += 1
             if attacker != board.next_color:

@@ -76,7 +76,7 @@ cdef void pass_alive_for(Board b, int pla, signed char* out) noexcept nogil:
     cdef int border_start[MAX_AREA + 1]
     cdef short cand[4]
     cdef int loc, head, i, j, k, n, r, c, ci, top, num_cand, kept, first, lonely, num_border
-    cdef bint changed, need
+    cdef bint changed, need, any_two_vital = False
 
     # Number pla's chains.
     for loc in range(n_loc):
@@ -168,7 +168,13 @@ cdef void pass_alive_for(Board b, int pla, signed char* out) noexcept nogil:
         for j in range(num_cand):
             reg_vital[r][j] = cand[j]
             vital_count[cand[j]] += 1
+            if vital_count[cand[j]] == 2:
+                any_two_vital = True
     border_start[num_regions] = num_border
+    # Without a chain with two vital regions nothing survives Benson's first round, and
+    # territory needs a surviving bordering chain: nothing to mark.
+    if not any_two_vital:
+        return
 
     # Benson's iteration.
     while True:
