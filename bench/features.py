@@ -40,7 +40,7 @@ def _positions(count: int, moves: int, seed: int) -> list[tuple]:
     return out
 
 
-def _numpy_planes(stones: np.ndarray, to_move: int, out: np.ndarray) -> None:
+def numpy_stone_planes(stones: np.ndarray, to_move: int, out: np.ndarray) -> None:
     """Baseline: on-board, own/opponent stones and 1/2/3-liberty planes in numpy and Python."""
     h, w = stones.shape
     out[:] = 0
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> dict:
     print(f"encode (no previous boards given): {no_history_rate:,.0f} calls/s "
           f"({1e6 / no_history_rate:.1f} us/call)", flush=True)
     calls, elapsed = _rate(
-        lambda p: _numpy_planes(p[0].stones(), p[0].to_move, baseline_out), positions, budget
+        lambda p: numpy_stone_planes(p[0].stones(), p[0].to_move, baseline_out), positions, budget
     )
     baseline_rate = calls / elapsed
     print(f"baseline numpy/Python stones + liberties only: {baseline_rate:,.0f} calls/s "

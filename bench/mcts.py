@@ -9,15 +9,19 @@ the leaf's legal moves its children, and back the value up to the root.
 - Engine: `tengen.search.mcts.Tree` (C arenas, lazy child ordering, leaves gathered 8 at a time
   with virtual loss, as the self-play runner does). The NN cache is off, so every leaf costs its
   features: the figure is the tree's own cost, not the cache's.
-- Baseline, in the same run on the same positions: a straightforward pure-Python PUCT search
-  (a node object per position, children in a list scanned in full at every step, one leaf at a
-  time), playing its moves on the same compiled `tengen.go.board.Board` and encoding leaves with
-  the same compiled encoder. So the ratio measures the search code itself: both sides pay the same
-  rules engine and feature costs.
+- Baseline (the headline ratio), in the same run on the same positions: a straightforward
+  pure-Python PUCT search (a node object per position, children in a list scanned in full at
+  every step, one leaf at a time) whose board (captures, ko, superko, legality) and leaf features
+  (the same planes, ladders and pass-alive areas included) are Python too: bench/pygo.py.
+- Second baseline: the same Python search playing on the compiled `tengen.go.board.Board` and
+  encoding with the compiled encoder. That ratio measures the search code alone: both sides pay
+  the same rules engine and feature costs.
 
 The evaluator is a constant: uniform policy, even value, score 0 (no net time is measured).
 Searches start from positions a few random moves into games (0 to half the board's area moves),
-`--visits` visits each, cycling until the time share runs out.
+`--visits` visits each, cycling until the time share runs out. The pure-Python search is too slow
+to finish many searches in its share, so it gives each start position an equal slice of the share
+(its searches stop at the visits or at the slice's end): every position weighs in its rate.
 """
 from __future__ import annotations
 
@@ -28,7 +32,8 @@ import time
 
 import numpy as np
 
-DESCRIPTION = "search alone (constant evaluator), 9x9 and 19x19: Cython MCTS vs pure-Python PUCT, playouts/s"
+DESCRIPTION = ("search alone (constant evaluator), 9x9 and 19x19: Cython MCTS vs pure-Python PUCT "
+               "(Python board and features; and on the compiled ones), playouts/s")
 
 CPUCT = 1.1
 FPU_REDUCTION = 0.2
@@ -108,15 +113,21 @@ class _Node:
 
 
 class _PythonSearch:
-    """Plain PUCT over Python node objects, on the compiled Board and feature encoder."""
+    """Plain PUCT over Python node objects, on the compiled Board and feature encoder, or with
+    `pure` on bench/pygo.py's Python board and encoder (boards given to `search` are then
+    PyBoards)."""
 
-    def __init__(self, size: int) -> None:
-        from tengen.go import passalive
-        from tengen.go.features import encode
+    def __init__(self, size: int, pure: bool = False) -> None:
         from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, PASS_ALIVE_OPP, PASS_ALIVE_OWN
 
+        if pure:
+            from bench import pygo as rules
+            from bench.pygo import encode
+        else:
+            from tengen.go import passalive as rules
+            from tengen.go.features import encode
         self.encode = encode
-        self.final_score = passalive.final_score
+        self.final_score = rules.final_score
         self.alive_planes = [PASS_ALIVE_OWN, PASS_ALIVE_OPP]
         self.spatial = np.zeros((1, NUM_SPATIAL, size, size), np.float32)
         self.global_inputs = np.zeros((1, NUM_GLOBAL), np.float32)
@@ -126,9 +137,11 @@ class _PythonSearch:
         self.score_mean = 0.0
         self.x0 = 0.0
 
-    def search(self, board, visits: int) -> _Node:
+    def search(self, board, visits: int, stop_at: float = math.inf) -> _Node:
+        """Playouts from `board` until the root has `visits` visits or time.perf_counter()
+        passes stop_at."""
         root = _Node(None, -1, 1.0, board.to_move)
-        while root.visits < visits:
+        while root.visits < visits and time.perf_counter() < stop_at:
             self._playout(board, root)
         return root
 
@@ -198,12 +211,29 @@ class _PythonSearch:
 
 
 def _python_playouts(positions: list, visits: int, seconds: float) -> tuple[int, float]:
+    """(playouts, elapsed) of the Python search on the compiled board and encoder."""
     search = _PythonSearch(positions[0].x_size)
     playouts = 0
     start = time.perf_counter()
     while playouts == 0 or time.perf_counter() - start < seconds:
         for board in positions:
             playouts += search.search(board, visits).visits
+            if time.perf_counter() - start >= seconds:
+                break
+    return playouts, time.perf_counter() - start
+
+
+def _pure_python_playouts(positions: list, visits: int, seconds: float) -> tuple[int, float]:
+    """(playouts, elapsed) of the pure-Python search, an equal slice of `seconds` per position."""
+    from bench.pygo import PyBoard
+
+    boards = [PyBoard.from_board(board) for board in positions]
+    search = _PythonSearch(positions[0].x_size, pure=True)
+    playouts = 0
+    start = time.perf_counter()
+    while playouts == 0 or time.perf_counter() - start < seconds:
+        for board in boards:
+            playouts += search.search(board, visits, time.perf_counter() + seconds / len(boards)).visits
             if time.perf_counter() - start >= seconds:
                 break
     return playouts, time.perf_counter() - start
@@ -221,22 +251,28 @@ def run(args: argparse.Namespace) -> dict:
         raise SystemExit(f"--sizes must be comma-separated integers, got {args.sizes!r}") from None
     if any(not 7 <= s <= 19 for s in sizes):
         raise SystemExit("board sizes must be within 7..19")
-    share = args.seconds / (2 * len(sizes))
+    share = args.seconds / (3 * len(sizes))
     figures: dict = {"visits": args.visits}
     for size in sizes:
         positions = _positions(size, args.positions, args.seed)
         print(f"{size}x{size}: {len(positions)} start positions, {args.visits} visits per search, "
-              f"{share:.1f} s each side", flush=True)
+              f"{share:.1f} s each of 3 searches", flush=True)
         playouts, elapsed = _engine_playouts(positions, args.visits, share)
         rate = playouts / elapsed
         print(f"{size}x{size} engine  : {rate:10,.0f} playouts/s {1e6 / rate:8.1f} us/playout", flush=True)
+        p_playouts, p_elapsed = _pure_python_playouts(positions, args.visits, share)
+        p_rate = p_playouts / p_elapsed
+        print(f"{size}x{size} pure Python (Python board and features): {p_rate:10,.1f} playouts/s "
+              f"{1e6 / p_rate:8.1f} us/playout  ratio {rate / p_rate:.1f}x", flush=True)
         b_playouts, b_elapsed = _python_playouts(positions, args.visits, share)
         b_rate = b_playouts / b_elapsed
-        print(f"{size}x{size} Python  : {b_rate:10,.0f} playouts/s {1e6 / b_rate:8.1f} us/playout  "
-              f"ratio {rate / b_rate:.1f}x", flush=True)
+        print(f"{size}x{size} Python (compiled board and features): {b_rate:10,.0f} playouts/s "
+              f"{1e6 / b_rate:8.1f} us/playout  ratio {rate / b_rate:.1f}x", flush=True)
         figures.update({
             f"playouts_per_s_{size}": round(rate),
             f"us_per_playout_{size}": round(1e6 / rate, 2),
+            f"pure_python_playouts_per_s_{size}": round(p_rate, 1),
+            f"ratio_vs_pure_python_{size}": round(rate / p_rate, 1),
             f"python_playouts_per_s_{size}": round(b_rate),
             f"ratio_vs_python_{size}": round(rate / b_rate, 1),
         })
