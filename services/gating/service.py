@@ -248,10 +248,11 @@ class GatingService:
                          ann.name, header.get("opponent_version"), opponent)
             match.start({"candidate": ann.name, "candidate_path": str(path), "opponent_version": opponent,
                          "games": self.config.gating.games, "started": time.time()})
-        candidate_version = self._load_candidate(path, expected)
-        verdict = self._play(ann, match, candidate_version, opponent, stop)
+        verdict = self._verdict(match)  # the games already played may decide it
         if verdict is None:
-            return False
+            verdict = self._play(ann, match, self._load_candidate(path, expected), opponent, stop)
+            if verdict is None:
+                return False
         score = _score(match.in_order())
         promoted = None
         if verdict.promote:
@@ -292,9 +293,6 @@ class GatingService:
     def _play(self, ann: CandidateAnnouncement, match: MatchFile, candidate_version: int, opponent: int,
               stop: threading.Event) -> Verdict | None:
         gating = self.config.gating
-        verdict = self._verdict(match)
-        if verdict is not None:
-            return verdict
         remaining = [i for i in range(gating.games) if i not in match.results]
         parallel = max(2, min(self.config.selfplay.games_in_parallel, len(remaining)))
         self._set_state(f"{ann.name} (cand v{candidate_version}) vs {self.model} v{opponent}: "
@@ -361,9 +359,9 @@ class GatingService:
         }
         self.decisions.record(decision)
         self.metrics.candidates.labels("promoted" if promoted is not None else "rejected").inc()
-        log.info("gating: %s %s against %s v%s with %s in %d games (%s)", ann.name,
-                 f"PROMOTED to v{promoted}" if promoted is not None else "rejected", self.model, opponent, score,
-                 games, reason)
+        verdict = f"PROMOTED to v{promoted}" if promoted is not None else "rejected"
+        against = f"against {self.model} v{opponent} with {score} in {games} games" if opponent else "unplayed"
+        log.info("gating: %s %s %s (%s)", ann.name, verdict, against, reason)
 
     # -- ratings --------------------------------------------------------------------------------
 
