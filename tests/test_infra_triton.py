@@ -344,3 +344,23 @@ def test_mixed_board_sizes_in_one_request_are_masked(triton_server, tmp_path: Pa
         np.testing.assert_allclose(both[key][0], alone_7[key][0], err_msg=key, **tol)
     for key in alone_9:
         np.testing.assert_allclose(both[key][1], alone_9[key][0], err_msg=key, **tol)
+
+
+def test_gpu_config_binds_to_the_export(tmp_path: Path) -> None:
+    """The libtorch backend binds inputs to forward()'s argument names and outputs by position: the
+    GPU config must name the export's arguments and list its outputs in the order it returns them."""
+    import re
+
+    from tengen.nn.export import OUTPUT_NAMES, export_model
+    from tengen.nn.model import build_model
+
+    config = render_config("net", backend="pytorch")
+    blocks = dict(re.findall(r"^(input|output) \[(.*?)^\]", config, re.MULTILINE | re.DOTALL))
+    inputs, outputs = (re.findall(r'name: "(\w+)"', blocks[kind]) for kind in ("input", "output"))
+    export = tmp_path / "model.pt"
+    export_model(build_model("b1c16"), export, samples_seen=0)
+    schema = torch.jit.load(str(export)).forward.schema
+    assert inputs == [arg.name for arg in schema.arguments[1:]] == ["spatial", "globals"]
+    assert outputs == list(OUTPUT_NAMES)
+    assert str(schema.returns[0].type) == f"Tuple[{', '.join(['Tensor'] * len(OUTPUT_NAMES))}]"
+    assert tr.EXPORT_FILENAME == "model.pt"  # the libtorch backend's default file name
