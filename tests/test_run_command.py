@@ -115,7 +115,8 @@ def test_status_reads_the_data_dir(run_dir: Path) -> None:
     config = load_config("tiny")
     # Nothing listens on these: the figures the services serve are unknown, not errors.
     reader = StatusReader(run_dir, config, trainer_metrics="http://127.0.0.1:9/metrics",
-                          selfplay_metrics=["http://127.0.0.1:9/metrics"], ratings_url=None)
+                          selfplay_metrics=["http://127.0.0.1:9/metrics"], ratings_url=None,
+                          triton_url="127.0.0.1:9")
     status = reader.read()
     assert status.rows_total == 1000
     assert status.window_rows == 681  # c = 500: 500 (1 + 0.4 (2^0.75 - 1) / 0.75) = 681.8
@@ -124,7 +125,7 @@ def test_status_reads_the_data_dir(run_dir: Path) -> None:
     assert status.samples == 2000
     assert status.version == 2
     assert status.gating is not None and status.gating["promoted_version"] == 2
-    assert status.games_played is None and status.leaders is None
+    assert status.games_played is None and status.leaders is None and status.serving is None
 
     # The id log is read incrementally: a new game is counted once.
     Window(run_dir / "trainer" / "window", pos_len=7, c=config.trainer.window_c).append("game-3", _rows(10))
@@ -147,6 +148,9 @@ def test_status_reads_the_data_dir(run_dir: Path) -> None:
     assert line.startswith("[0:02:05 of 0:10:00] games - played, 3 ingested")
     assert "window 681/1,000 rows" in line and "version 2" in line and "top: v2 +35" in line
     assert "not up: trainer" in line
+    status.serving = 1
+    assert "version 1 serving, 2 loading" in render_screen(status, "t")
+    assert "| version 1 serving, 2 loading |" in render_line(status)
 
 
 def test_status_of_an_empty_data_dir(tmp_path: Path) -> None:

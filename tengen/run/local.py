@@ -126,7 +126,7 @@ class LocalRun:
         deadline = started + opts.duration_s if opts.duration_s else None
         reader = StatusReader(self.data_dir, self.config, trainer_metrics=f"{self.endpoints.trainer_http}/metrics",
                               selfplay_metrics=[f"{u}/metrics" for u in self.endpoints.selfplay_http],
-                              ratings_url=self.endpoints.ratings_grpc)
+                              ratings_url=self.endpoints.ratings_grpc, triton_url=self.endpoints.triton_grpc)
         code = 0
         try:
             self._say(f"starting {', '.join(c.name for c in children)} (logs in {self.logs}) ...")

@@ -8,7 +8,8 @@ Sources, none of them a new API:
   they played (rates from the change between two reads).
 - `<data_dir>/candidates/*.pt`: candidates exported (the newest name carries its sample count).
 - the last line of `<data_dir>/gating/decisions.jsonl`: the last gating decision.
-- the model repository: the current (latest) version.
+- the model repository and Triton's repository index: the newest version, and the newest one Triton
+  reports ready (a promotion writes the version first and loads it after, ~30 s on a CPU box).
 - the ratings service over gRPC: the top of the leaderboard.
 Anything that cannot be read right now shows as "-" (a service still starting is no error).
 """
@@ -58,7 +59,8 @@ class Status:
     samples: int | None = None
     candidates: int = 0
     latest_candidate: str | None = None
-    version: int | None = None
+    version: int | None = None  # newest in the repository
+    serving: int | None = None  # newest that Triton reports ready (None: not known)
     gating: dict[str, Any] | None = None
     leaders: list[LeaderRow] | None = None  # None: ratings not reachable
     events: list[str] = field(default_factory=list)
@@ -106,12 +108,14 @@ class StatusReader:
     """Reads the figures of one run; keeps its place in the append-only game id log between reads."""
 
     def __init__(self, data_dir: Path, config: Config, trainer_metrics: str | None = None,
-                 selfplay_metrics: list[str] | None = None, ratings_url: str | None = None) -> None:
+                 selfplay_metrics: list[str] | None = None, ratings_url: str | None = None,
+                 triton_url: str | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.config = config
         self.trainer_metrics = trainer_metrics
         self.selfplay_metrics = selfplay_metrics or []
         self.ratings_url = ratings_url
+        self.triton_url = triton_url
         self._ids_read = 0  # bytes of the id log already counted
         self._games = 0
         self._ratings_client = None
@@ -123,6 +127,7 @@ class StatusReader:
         self._read_candidates(status)
         status.gating = last_json_line(self.data_dir / DECISIONS_FILE)
         status.version = data_dir_repository_latest(self.data_dir, self.config.run.model_name)
+        status.serving = self._read_serving()
         if self.trainer_metrics:
             samples = scrape(self.trainer_metrics).get("tengen_trainer_samples")
             if samples is not None:
@@ -176,6 +181,18 @@ class StatusReader:
             status.latest_candidate = names[-1][: -len(".pt")]
             # The trainer's gauge restarts at 0 until its first step after a restart.
             status.samples = int(_CANDIDATE_RE.match(names[-1]).group(1))  # type: ignore[union-attr]
+
+    def _read_serving(self) -> int | None:
+        if not self.triton_url:
+            return None
+        from tengen.infra.triton import model_states
+
+        try:
+            states = model_states(self.triton_url, timeout_s=METRICS_TIMEOUT_S * 2)
+        except Exception:  # tritonclient raises its own type for every failure; not up yet
+            return None
+        ready = [v for v, state in states.get(self.config.run.model_name, {}).items() if state == "READY"]
+        return max(ready) if ready else None
 
     def _read_leaders(self, n: int = 3) -> list[LeaderRow] | None:
         if not self.ratings_url:
@@ -238,6 +255,12 @@ def format_leaders(leaders: list[LeaderRow] | None) -> str:
                      for i, r in enumerate(leaders, 1))
 
 
+def format_version(status: Status) -> str:
+    if status.serving is not None and status.version is not None and status.serving < status.version:
+        return f"{status.serving} serving, {status.version} loading"
+    return _n(status.version)
+
+
 def _services(states: list[ChildState]) -> str:
     parts = []
     for s in states:
@@ -270,7 +293,7 @@ def render_screen(status: Status, title: str, footer: list[str] | None = None) -
         f"  trained     {_n(status.samples)} samples",
         f"  candidates  {candidates}",
         f"  last gating {format_gating(status.gating)}",
-        f"  model       version {_n(status.version)}",
+        f"  model       version {format_version(status)}",
         f"  leaderboard {format_leaders(status.leaders)}",
     ]
     if footer:
@@ -288,5 +311,5 @@ def render_line(status: Status) -> str:
     top = "-" if leaders is None else f"{leaders[0].name} {leaders[0].elo:+.0f}" if leaders else "none rated yet"
     return (f"[{_elapsed(status)}] games {_n(status.games_played)} played, {_n(status.games_ingested)} ingested | "
             f"window {_n(status.window_rows)}/{_n(status.rows_total)} rows | samples {_n(status.samples)} | "
-            f"candidates {status.candidates} | version {_n(status.version)} | gating: {gating} | top: {top}"
+            f"candidates {status.candidates} | version {format_version(status)} | gating: {gating} | top: {top}"
             + (f" | not up: {', '.join(down)}" if down else ""))
