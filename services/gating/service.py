@@ -17,8 +17,8 @@ record at a time). For each candidate:
 6. On a pass, promote through exactly `tengen models promote`'s hot swap
    (tengen.infra.promotion.hot_swap: atomic write as the next version, load beside the serving
    one, wait ready, check, announce on `tengen.models`).
-7. Append the decision (score, reason, version) to `decisions.jsonl`, fsynced; only then commit
-   the candidate's offset.
+7. Append the decision (the score over every finished game, the reason naming what decided it,
+   the version) to `decisions.jsonl`, fsynced; only then commit the candidate's offset.
 8. Report every game of the match to ratings (an outbox: retried with backoff while ratings is
    down, also after a restart, idempotent by game id). Players follow `tengen eval`'s names:
    version N of model M is `M-vN` (kind model, with its training samples); a promoted candidate
@@ -253,7 +253,7 @@ class GatingService:
             verdict = self._play(ann, match, self._load_candidate(path, expected), opponent, stop)
             if verdict is None:
                 return False
-        score = _score(match.in_order())
+        score = _score(list(match.results.values()))  # every finished game, as ratings gets them
         promoted = None
         if verdict.promote:
             self._set_state(f"{ann.name}: promoting")
