@@ -22,8 +22,8 @@ cdef void ladder_load(Ladder* lad, Board board) noexcept nogil:
     for i in range(4):
         lad.adj[i] = board.adj[i]
     memcpy(lad.color, board.color, board.arr_size * sizeof(unsigned char))
-    memset(lad.mark, 0, sizeof(lad.mark))
-    memset(lad.mark2, 0, sizeof(lad.mark2))
+    memset(lad.mark, 0, board.arr_size * sizeof(unsigned int))  # floods stay below arr_size
+    memset(lad.mark2, 0, board.arr_size * sizeof(unsigned int))
     lad.gen = 0
     lad.gen2 = 0
     lad.ko_loc = board.ko_loc

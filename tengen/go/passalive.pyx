@@ -117,21 +117,8 @@ cdef void pass_alive_for(Board b, int pla, signed char* out) noexcept nogil:
         num_regions += 1
     reg_start[num_regions] = top
 
-    num_border = 0
     for r in range(num_regions):
         reg_alive[r] = True
-        # Bordering chains, deduplicated with a per-region stamp.
-        border_start[r] = num_border
-        for k in range(reg_start[r], reg_start[r + 1]):
-            loc = reg_pts[k]
-            for i in range(4):
-                n = loc + b.adj[i]
-                if b.color[n] == pla:
-                    ci = chain_idx[b.chain_head[n]]
-                    if chain_stamp[ci] != r:
-                        chain_stamp[ci] = r
-                        border[num_border] = ci
-                        num_border += 1
         # Vital chains: those adjacent to every required point (see the module docstring).
         reg_num_vital[r] = 0
         if reg_empty[r] == 0:
@@ -170,11 +157,26 @@ cdef void pass_alive_for(Board b, int pla, signed char* out) noexcept nogil:
             vital_count[cand[j]] += 1
             if vital_count[cand[j]] == 2:
                 any_two_vital = True
-    border_start[num_regions] = num_border
     # Without a chain with two vital regions nothing survives Benson's first round, and
     # territory needs a surviving bordering chain: nothing to mark.
     if not any_two_vital:
         return
+
+    # Bordering chains of each region, deduplicated with a per-region stamp.
+    num_border = 0
+    for r in range(num_regions):
+        border_start[r] = num_border
+        for k in range(reg_start[r], reg_start[r + 1]):
+            loc = reg_pts[k]
+            for i in range(4):
+                n = loc + b.adj[i]
+                if b.color[n] == pla:
+                    ci = chain_idx[b.chain_head[n]]
+                    if chain_stamp[ci] != r:
+                        chain_stamp[ci] = r
+                        border[num_border] = ci
+                        num_border += 1
+    border_start[num_regions] = num_border
 
     # Benson's iteration.
     while True:
