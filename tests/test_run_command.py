@@ -284,3 +284,37 @@ def test_a_data_dir_in_use_is_refused(tmp_path: Path, capsys: pytest.CaptureFixt
         assert main(["run", "--preset", "tiny", "--data-dir", str(data_dir)]) == 1
     assert "another tengen run is using" in capsys.readouterr().err
     assert not (data_dir / "models").exists()  # refused before anything was written
+
+
+def test_stopping_a_server_group_leaves_none_of_its_helpers(tmp_path: Path) -> None:
+    """Triton exits on SIGTERM with Python backend stubs still up when its exit timeout runs out:
+    stop_process(group=True) must not leave them behind."""
+    import subprocess
+
+    from tengen.infra.process import stop_process
+
+    helper_pid = tmp_path / "helper.pid"
+    code = ("import signal, subprocess, sys, time\n"
+            "helper = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+            f"open({str(helper_pid)!r}, 'w').write(str(helper.pid))\n"
+            "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # exits, the helper stays\n"
+            "time.sleep(120)\n")
+    leader = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    deadline = time.monotonic() + 20
+    while not (helper_pid.exists() and helper_pid.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int(helper_pid.read_text())
+    assert _running(pid)
+    assert stop_process(leader, "leader", grace_s=10, group=True) == 0
+    deadline = time.monotonic() + 10
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pid)
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie (a killed orphan stays one until init reaps it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
