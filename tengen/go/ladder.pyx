@@ -7,7 +7,7 @@ tests and tools, with move indices as everywhere else in tengen.go.
 """
 from libc.string cimport memcpy, memset
 
-from tengen.go.board cimport Board, C_BLACK, C_EMPTY, C_WHITE, MAX_AREA, MAX_ARR, NULL_LOC
+from tengen.go.board cimport Board, C_BLACK, C_EMPTY, C_WALL, C_WHITE, MAX_AREA, MAX_ARR, NULL_LOC
 
 cdef enum:
     MAX_CAPTURE_MOVES = 16  # escapes by capture considered per defender turn (more never occur)
@@ -173,7 +173,7 @@ cdef int _chain_libs2(Ladder* lad, int loc, short* lib) noexcept nogil:
     """Liberties of the chain at loc counted up to 2 (0, 1 or 2), with mark2/stack2 so it can
     run inside a flood that uses mark/stack; lib[0] gets the first one found."""
     cdef int c = lad.color[loc]
-    cdef int sp = 1, n = 0, cur, nb, i
+    cdef int sp = 1, n = 0, cur, nb, i, col
     lad.gen2 = _next_gen(lad.mark2, lad.gen2)
     cdef unsigned int g = lad.gen2
     lad.stack2[0] = loc
@@ -183,16 +183,17 @@ cdef int _chain_libs2(Ladder* lad, int loc, short* lib) noexcept nogil:
         cur = lad.stack2[sp]
         for i in range(4):
             nb = cur + lad.adj[i]
-            if lad.mark2[nb] == g:
-                continue
-            lad.mark2[nb] = g
-            if lad.color[nb] == C_EMPTY:
-                if n == 0:
-                    lib[0] = nb
-                n += 1
-                if n == 2:
-                    return 2
-            elif lad.color[nb] == c:
+            col = lad.color[nb]  # the color first: walls and opponents need no mark lookup
+            if col == C_EMPTY:
+                if lad.mark2[nb] != g:
+                    lad.mark2[nb] = g
+                    if n == 0:
+                        lib[0] = nb
+                    n += 1
+                    if n == 2:
+                        return 2
+            elif col == c and lad.mark2[nb] != g:
+                lad.mark2[nb] = g
                 lad.stack2[sp] = nb
                 sp += 1
     return n
@@ -205,11 +206,14 @@ cdef int _escape_moves(Ladder* lad, int loc, int* out, int cap) noexcept nogil:
     exactly one liberty. One flood of the chain finds both."""
     cdef int c = lad.color[loc]
     cdef int opp = 3 - c
-    cdef int sp = 1, n = 1, libs = 0, cur, nb, i, k
+    cdef int sp = 1, n = 1, libs = 0, cur, nb, i, k, col
     cdef short lib[1]
     lib[0] = NULL_LOC
     lad.gen = _next_gen(lad.mark, lad.gen)
     cdef unsigned int g = lad.gen
+    # Opponent stones that a _chain_libs2 flood of this call already visited have mark2 above
+    # this: their chain was checked, so they are skipped (a wrap of gen2 only stops the skips).
+    cdef unsigned int checked = lad.gen2
     lad.stack[0] = loc
     lad.mark[loc] = g
     while sp:
@@ -217,18 +221,19 @@ cdef int _escape_moves(Ladder* lad, int loc, int* out, int cap) noexcept nogil:
         cur = lad.stack[sp]
         for i in range(4):
             nb = cur + lad.adj[i]
-            if lad.mark[nb] == g:
+            col = lad.color[nb]
+            if col == C_WALL or lad.mark[nb] == g:
                 continue
             lad.mark[nb] = g
-            if lad.color[nb] == C_EMPTY:
+            if col == C_EMPTY:
                 libs += 1
                 if libs > 1:
                     return 0
                 out[0] = nb
-            elif lad.color[nb] == c:
+            elif col == c:
                 lad.stack[sp] = nb
                 sp += 1
-            elif (lad.color[nb] == opp and _empty_neighbours(lad, nb) < 2
+            elif ((lad.mark2[nb] <= checked or lad.gen2 < checked) and _empty_neighbours(lad, nb) < 2
                     and _chain_libs2(lad, nb, lib) == 1):
                 for k in range(1, n):
                     if out[k] == lib[0]:
