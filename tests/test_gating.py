@@ -386,11 +386,13 @@ def test_stronger_candidate_is_promoted_and_weaker_rejected(triton_server, kafka
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("announced", [False, True], ids=["killed-before-announcing", "killed-after-announcing"])
 def test_crash_after_the_promotion_write_finishes_it_without_a_second_version(
-        triton_server, kafka_broker, tmp_path: Path) -> None:
-    """The state a SIGKILL leaves between the version's write and the decision line: a complete
-    match file that passes and the candidate already in the repository. The restarted service
-    finishes that promotion (load, check, announce, record) and writes nothing new."""
+        triton_server, kafka_broker, tmp_path: Path, announced: bool) -> None:
+    """The state a SIGKILL leaves between the version's write and the decision line: a match file
+    that passes and the candidate already in the repository (and maybe already announced, so the
+    "current version" is the candidate itself). The restarted service finishes that promotion
+    (load, check, announce, record) against the match's real opponent and writes nothing new."""
     setup = Setup(tmp_path, triton_server, kafka_broker.bootstrap)
     export = _heuristic_export(tmp_path / "cand.pt", 9000)
     name = "candidate-000000009000"
@@ -399,12 +401,15 @@ def test_crash_after_the_promotion_write_finishes_it_without_a_second_version(
                  "games": setup.config.gating.games, "started": time.time()})
     for index in range(4):  # the candidate (side 0) won games 0-3: 4 of 8 passes
         match.add(_result(index, "B" if index % 2 == 0 else "W"))
-    assert setup.repo.write_version(setup.model, export) == 2  # written, never loaded nor announced
+    assert setup.repo.write_version(setup.model, export) == 2  # written, not recorded
+    if announced:
+        announce_model(setup.producer, setup.model, 2)
     running = Running(GatingService(setup.config, topic=setup.topic))
     try:
         setup.offer(export, 9000)
         decision = setup.decided(name, 120)
         assert decision["promoted"] is True and decision["promoted_version"] == 2 and decision["wins"] == 4
+        assert decision["opponent_version"] == 1 and decision["games"] == 4  # not replayed
         assert setup.repo.versions(setup.model) == [1, 2]
         assert 2 in ready_versions(setup.url, setup.model)
         assert latest_model_version(setup.bootstrap, setup.model, timeout_s=20) == 2

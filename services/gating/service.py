@@ -7,7 +7,8 @@ record at a time). For each candidate:
 2. Check the export (tengen.infra.promotion.validate_export); a broken one is rejected with the
    reason, never loaded.
 3. The opponent is the current model: the latest version of `run.model_name` announced on
-   `tengen.models` (the repository's latest when nothing was announced), once Triton has it READY.
+   `tengen.models` (the repository's latest when nothing was announced), once Triton has it READY
+   (unless the current version is this very candidate, promoted before a crash: see below).
 4. Load the candidate into Triton as a version of `<model>-candidate` in the same repository
    (written atomically, loaded, checked to answer like the export; older candidate versions are
    removed from disk first so the model keeps at most two).
@@ -56,10 +57,10 @@ from tengen.infra.kafka import (
     Backoff,
     GroupConsumer,
     KafkaAdapterError,
-    ModelWatcher,
     ReliableProducer,
     announce_model,
     ensure_topics,
+    latest_model_version,
 )
 from tengen.infra.promotion import (
     ExportError,
@@ -139,7 +140,6 @@ class GatingService:
         self.metrics = Metrics()
         self.state = "starting"
         self.last_promoted = 0
-        self._watcher: ModelWatcher | None = None
         self._producer: ReliableProducer | None = None
         self._reporter: Reporter | None = None
         self._report_backoff = Backoff(1.0, 60.0)
@@ -173,7 +173,6 @@ class GatingService:
             if stop.is_set():
                 return 0
             self._producer = ReliableProducer(bootstrap, client_id="tengen-gating")
-            self._watcher = ModelWatcher(bootstrap)
             # A match can take long: the group must not drop us between polls.
             consumer = GroupConsumer(bootstrap, self.topic, self.group_id, client_id="tengen-gating",
                                      max_poll_records=1, max_poll_interval_s=24 * 3600.0)
@@ -191,8 +190,6 @@ class GatingService:
         finally:
             if consumer is not None:
                 consumer.close()
-            if self._watcher is not None:
-                self._watcher.close()
             if self._producer is not None:
                 self._producer.close(timeout_s=10.0)
             if self._reporter is not None:
@@ -236,9 +233,13 @@ class GatingService:
             self._record(ann, None, Score(), 0, None, f"invalid export: {err}")
             return True
         opponent = self._current_version()
-        wait_version_ready(self.url, self.model, opponent, READY_WAIT_S)
         match = MatchFile(self.data_dir, ann.name)
         header = match.header
+        played_against = header.get("opponent_version") if header is not None else None
+        if isinstance(played_against, int) and played_against != opponent and \
+                promoted_version(self.repository, self.model, path, newer_than=played_against) is not None:
+            opponent = played_against  # the current version is this candidate: our promotion was cut short
+        wait_version_ready(self.url, self.model, opponent, READY_WAIT_S)
         if header is not None and header.get("opponent_version") == opponent and header.get("games") == \
                 self.config.gating.games:
             log.info("gating: resuming %s against v%d after %d finished games", ann.name, opponent, len(match.results))
@@ -265,7 +266,9 @@ class GatingService:
         return True
 
     def _current_version(self) -> int:
-        announced = self._watcher.current(self.model) if self._watcher is not None else None
+        """The version last announced on `tengen.models` (read to its end now, so a fresh start
+        knows it too), else the repository's latest."""
+        announced = latest_model_version(self.config.kafka.bootstrap, self.model, timeout_s=30.0)
         version = max(announced or 0, self.last_promoted) or self.repository.latest_version(self.model)
         if not version:
             raise TritonError(f"no version of {self.model} announced on tengen.models or in {self.repository.root}")
