@@ -1,7 +1,8 @@
 """The whole loop on one machine: `tengen run --preset tiny` from an empty data dir to a promoted
 model version and a ratings table, with the real broker, Triton, ratings on SQLite, trainer, gating
-and selfplay; then a clean stop on Ctrl-C (exit 0, no process of the run left), and a second run on
-the same data dir that continues from the promoted version and stops by itself at --duration."""
+and selfplay (the worker killed once on the way and restarted); then a clean stop on Ctrl-C (exit
+0, no process of the run left), and a second run on the same data dir that continues from the
+promoted version and stops by itself at --duration."""
 from __future__ import annotations
 
 import json
@@ -91,6 +92,7 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path) -> None
         proc = subprocess.Popen([TENGEN, "run", "--preset", "tiny", "--data-dir", str(data_dir), "--duration", "15m",
                                  "--status-every", "10"], stdout=sink, stderr=subprocess.STDOUT, env=_env(data_dir))
     pids: dict[str, int] = {}
+    killed: int | None = None  # the selfplay worker killed once games flow, to see it restarted
     try:
         deadline = time.monotonic() + PROMOTION_DEADLINE_S
         promoted: list[dict] = []
@@ -102,6 +104,9 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path) -> None
                     pids.update(json.loads(state_file.read_text())["children"])
                 except ValueError:
                     pass  # replaced while being read
+            if killed is None and "selfplay-0" in pids and (data_dir / "trainer" / "window" / "manifest.json").exists():
+                killed = pids["selfplay-0"]
+                os.kill(killed, signal.SIGKILL)
             promoted = [d for d in _decisions(data_dir) if d.get("promoted")]
             if promoted and max(_versions(data_dir), default=0) >= 2:
                 break
@@ -128,6 +133,9 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path) -> None
     assert "wrote version 1 (random b2c32 net)" in text
     assert "] games " in text and "| version " in text
     assert "SIGINT: stopping" in text
+    # The killed worker was restarted (the run went on to the promotion without it dying again).
+    assert killed is not None and "selfplay-0 died (killed by signal 9)" in text
+    assert pids["selfplay-0"] != killed
     assert f"run stopped. Everything is in {data_dir}" in text
     assert "tengen ratings top --data-dir" in text and "tensorboard --logdir" in text
 
