@@ -44,6 +44,7 @@ _ENV_READ_PATTERNS = (
     re.compile(r"""environ\[\s*["'](TENGEN_\w+)["']\s*\]"""),
     re.compile(r"""getenv\(\s*["'](TENGEN_\w+)["']"""),
     re.compile(r"""env_default\(\s*["'](TENGEN_\w+)["']"""),
+    re.compile(r"""http_port_env=["'](TENGEN_\w+)["']"""),  # tengen.infra.entrypoint.add_service_arguments
     re.compile(r"""\$\{?(TENGEN_\w+?)(?=[:}\s"'-]|$)""", re.MULTILINE),  # shell scripts
 )
 

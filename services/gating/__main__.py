@@ -12,25 +12,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import signal
 import sys
-import threading
-from types import FrameType
 
+from tengen.infra.entrypoint import add_service_arguments, load_service_config, stop_on_signals
 from tengen.logs import configure_logging
 
 log = logging.getLogger("services.gating")
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be a number within 0..65535, got {text!r}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,11 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "(KataGo Appendix D settings) through Triton, promotes winners with the hot swap, "
                     "reports every game to ratings, records each decision in <data_dir>/gating/decisions.jsonl.",
     )
-    parser.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "cpu"),
-                        help="tiny, cpu, paper or a YAML path ($TENGEN_PRESET, default cpu)")
-    parser.add_argument("--http-port", type=_port, default=os.environ.get("TENGEN_GATING_HTTP_PORT", "8073"),
-                        help="port of /healthz and /metrics ($TENGEN_GATING_HTTP_PORT, default 8073; 0 = any free)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    add_service_arguments(parser, http_port_env="TENGEN_GATING_HTTP_PORT", default_http_port=8073)
     return parser
 
 
@@ -52,21 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.verbose)
     from services.gating.service import GatingService
-    from tengen.config import ConfigError, load_config
 
-    try:
-        config = load_config(args.preset)
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+    config = load_service_config(args.preset)
+    if config is None:
         return 2
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("received %s, stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals(log)
     return GatingService(config, http_port=args.http_port).run(stop)
 
 

@@ -9,20 +9,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
-from types import FrameType
 
+from tengen.infra.entrypoint import env_default, port, positive_int, stop_on_signals
 from tengen.logs import configure_logging
 from tengen.ratings.config import (
     DEFAULT_GRPC_PORT,
     DEFAULT_HTTP_PORT,
     add_store_arguments,
-    env_default,
     load_or_create_token,
-    port,
-    positive_int,
     store_url,
 )
 
@@ -71,14 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     from tengen.ratings.book import RatingsBook
     from tengen.ratings.store import RatingsStore
 
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("received %s, stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals(log)
 
     token = args.token or load_or_create_token(args.data_dir)
     try:

@@ -11,11 +11,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
-from types import FrameType
 
+from tengen.infra.entrypoint import add_service_arguments, load_service_config, stop_on_signals
 from tengen.logs import configure_logging
 
 log = logging.getLogger("services.selfplay")
@@ -48,21 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="tengen selfplay worker: MCTS games against the model Triton serves, published to "
                     "Kafka (tengen.games); follows tengen.models to switch model versions live.",
     )
-    parser.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "cpu"),
-                        help="tiny, cpu, paper or a YAML path ($TENGEN_PRESET, default cpu)")
+    add_service_arguments(parser, http_port_env="TENGEN_SELFPLAY_HTTP_PORT", default_http_port=8072)
     parser.add_argument("--worker-id", type=_worker_id,
                         default=os.environ.get("TENGEN_SELFPLAY_WORKER_ID") or default_worker_id(),
                         help="name of this worker in game ids, so two workers never collide "
                              "($TENGEN_SELFPLAY_WORKER_ID, default the host name)")
-    parser.add_argument("--http-port", type=int,
-                        default=int(os.environ.get("TENGEN_SELFPLAY_HTTP_PORT", "8072")),
-                        help="port of /healthz and /metrics ($TENGEN_SELFPLAY_HTTP_PORT, default 8072; "
-                             "0 = any free)")
     parser.add_argument("--games", type=_games, default=None, metavar="N",
                         help="stop after N games (default: play until stopped)")
     parser.add_argument("--log-every", type=float, default=30.0, metavar="SECONDS",
                         help="progress line interval: games/s, positions/s (default 30)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
 
 
@@ -70,24 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.verbose)
     from services.selfplay.service import SelfplayService
-    from tengen.config import ConfigError, load_config
 
-    try:
-        config = load_config(args.preset)
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+    config = load_service_config(args.preset)
+    if config is None:
         return 2
     if args.log_every <= 0:
         print("error: --log-every must be > 0", file=sys.stderr)
         return 2
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("received %s, stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals(log)
     service = SelfplayService(config, worker_id=args.worker_id, http_port=args.http_port, games=args.games,
                               log_every_s=args.log_every)
     return service.run(stop)

@@ -18,10 +18,9 @@ import argparse
 import math
 import os
 import secrets
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from tengen.infra.entrypoint import env_default, positive_int
 from tengen.ratings.records import DEFAULT_MAX_BATCH
 
 DEFAULT_GRPC_PORT = 50061
@@ -31,36 +30,11 @@ TOKEN_FILE = "ratings.token"
 SQLITE_NAME = "ratings.sqlite"
 
 
-def env_default(name: str, fallback: Any, convert: Callable[[str], Any] = str) -> Any:
-    """The value of environment variable `name` converted, or `fallback` when unset or empty."""
-    raw = os.environ.get(name, "")
-    if raw == "":
-        return fallback
-    try:
-        return convert(raw)
-    except (ValueError, argparse.ArgumentTypeError) as error:
-        raise SystemExit(f"invalid {name}={raw!r}: {error}") from None
-
-
 def prior_draws(text: str) -> float:
     """argparse type: a positive, finite number of virtual draws."""
     value = float(text)
     if not value > 0 or not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"prior weight must be a positive number of draws, got {text}")
-    return value
-
-
-def port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be in 0..65535, got {text}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
     return value
 
 

@@ -1,0 +1,79 @@
+"""What every service's `__main__` shares: flag types with environment defaults, the preset and
+HTTP-port flags, loading the preset with a clear error, and SIGTERM/SIGINT as a stop event."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any, Callable
+
+from tengen.config import Config, ConfigError, load_config
+
+
+def env_default(name: str, fallback: Any, convert: Callable[[str], Any] = str) -> Any:
+    """The value of environment variable `name` converted, or `fallback` when unset or empty."""
+    raw = os.environ.get(name, "")
+    if raw == "":
+        return fallback
+    try:
+        return convert(raw)
+    except (ValueError, argparse.ArgumentTypeError) as error:
+        raise SystemExit(f"invalid {name}={raw!r}: {error}") from None
+
+
+def port(text: str) -> int:
+    """argparse type: a TCP port, 0 meaning any free one."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"port must be a number within 0..65535, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be a number within 0..65535, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
+
+
+def add_service_arguments(parser: argparse.ArgumentParser, *, http_port_env: str, default_http_port: int) -> None:
+    """--preset, --http-port (/healthz and /metrics) and -v, with their environment defaults."""
+    parser.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "cpu"),
+                        help="tiny, cpu, paper or a YAML path ($TENGEN_PRESET, default cpu)")
+    parser.add_argument("--http-port", type=port, default=env_default(http_port_env, default_http_port, port),
+                        help=f"port of /healthz and /metrics (${http_port_env}, default {default_http_port}; "
+                             "0 = any free)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def load_service_config(preset: str) -> Config | None:
+    """The preset with its TENGEN_ overrides, or None after printing why it is invalid."""
+    try:
+        return load_config(preset)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return None
+
+
+def stop_on_signals(log: logging.Logger) -> threading.Event:
+    """An event that SIGTERM and SIGINT set (logged), for a service loop to stop on."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stop
