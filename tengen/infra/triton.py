@@ -608,13 +608,13 @@ class TritonEvaluator:
             except Exception as exc:
                 if _is_unknown_model(exc):
                     raise self._unknown(exc) from exc
-                if not _is_unavailable(exc) or time.monotonic() >= deadline or self._stop.is_set():
+                if not _is_unavailable(exc) or time.monotonic() >= deadline:
                     raise TritonError(f"inference on {self.model} at {self.url} failed: {exc}") from exc
                 if not warned:
                     log.warning("evaluator: Triton at %s unavailable (%s); retrying with backoff for up to %.0f s",
                                 self.url, str(exc).strip()[:200], self.retry_deadline_s)
                     warned = True
-                if self._stop.wait(delay):
+                if self._stop.wait(delay):  # returns at once when already stopping
                     raise TritonError(f"inference on {self.model} at {self.url} abandoned while stopping: {exc}") from exc
                 delay = min(delay * 2, 5.0)
                 continue
