@@ -166,7 +166,7 @@ class LocalRun:
         """Every child in start order, with ports chosen now (configured ones when free)."""
         cfg, opts = self.config, self.options
         ports = PortPicker()
-        kafka_host, _, kafka_port = cfg.kafka.bootstrap.rpartition(":")
+        kafka_port = cfg.kafka.bootstrap.rpartition(":")[2]
         broker = LocalBroker(port=ports.pick(int(kafka_port) if kafka_port.isdigit() else None),
                              log_path=self.logs / "broker.log")
         triton = LocalTriton(self.repository.root, self.data_dir / "triton", load_models=[cfg.run.model_name],
