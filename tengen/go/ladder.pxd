@@ -52,23 +52,17 @@ ctypedef struct Ladder:
 cdef void ladder_load(Ladder* lad, Board board) noexcept nogil
 # Copy the board's stones and ko point (the ko binds the board's player to move).
 
-cdef bint ladder_captured(Ladder* lad, int loc) noexcept nogil
-# The chain at stone `loc` has exactly one liberty: True when its owner, moving first, cannot
-# escape (inescapable atari). False for chains with another number of liberties.
-
-cdef bint ladder_move_works(Ladder* lad, int loc, int move) noexcept nogil
-# The chain at stone `loc` has exactly two liberties and `move` is one of them: True when the
-# opponent playing `move` leaves the chain in inescapable atari. The move must also be legal on
-# the real board; callers that need that check it themselves (Board.is_legal_loc).
-
 cdef int ladder_working_moves(Ladder* lad, int loc, int* out) noexcept nogil
-# The chain at stone `loc` has exactly two liberties: write those of its liberties whose
-# opponent move works (ladder_move_works) into out (room for 2) and return how many.
+# The chain at stone `loc` has exactly two liberties: write those of its liberties where an
+# opponent move leaves the chain in inescapable atari into out (room for 2) and return how many.
+# The moves must also be legal on the real board; callers that need that check it themselves
+# (Board.is_legal_loc).
 
 cdef bint ladder_chain(Ladder* lad, Board board, int loc, int* working, int* num_working) noexcept nogil
-# The feature question for the chain at stone `loc` of `board` (loaded into lad): True when it
-# is in inescapable atari (1 liberty, ladder_captured) or one move from it (2 liberties and an
-# opponent move on one of them works; when the opponent is the board's player to move, the move
-# must also be legal on the board, superko included). The working moves go to working (room for
-# 2) and their number to num_working: all of them for chains of the opponent of the player to
-# move, the first one found otherwise (enough to answer), none for 1-liberty chains.
+# The feature question for the chain at stone `loc` of `board` (loaded into lad, unchanged since):
+# True when it is in inescapable atari (1 liberty, and its owner moving first cannot escape) or
+# one move from it (2 liberties and an opponent move on one of them leaves it in inescapable
+# atari; when the opponent is the board's player to move, the move must also be legal on the
+# board, superko included). The working moves go to working (room for 2) and their number to
+# num_working: all of them for chains of the opponent of the player to move, the first one found
+# otherwise (enough to answer), none for 1-liberty chains.

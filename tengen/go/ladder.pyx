@@ -373,19 +373,10 @@ cdef inline void _start_query(Ladder* lad) noexcept nogil:
     lad.aborted = False
 
 
-cdef bint ladder_captured(Ladder* lad, int loc) noexcept nogil:
-    cdef short libs[2]
-    if lad.color[loc] != C_BLACK and lad.color[loc] != C_WHITE:
-        return False
-    if _libs(lad, loc, 1, libs) != 1:
-        return False
-    _start_query(lad)
-    cdef bint result = _defender_loses(lad, loc, libs[0])
-    return result and not lad.aborted
-
-
 cdef bint _move_works(Ladder* lad, int loc, int move, int other) noexcept nogil:
-    """ladder_move_works for the chain at loc with the two liberties move and other."""
+    """The chain at loc has exactly the two liberties move and other: True when the opponent
+    playing `move` leaves it in inescapable atari (the move's legality on the real board is the
+    caller's business)."""
     cdef bint result
     _start_query(lad)
     if _atari_fails(lad, loc, move, other) or _play(lad, move, 3 - lad.color[loc]) < 0:
@@ -395,15 +386,6 @@ cdef bint _move_works(Ladder* lad, int loc, int move, int other) noexcept nogil:
     result = _defender_loses(lad, loc, other)
     _undo(lad)
     return result and not lad.aborted
-
-
-cdef bint ladder_move_works(Ladder* lad, int loc, int move) noexcept nogil:
-    cdef short libs[3]
-    if lad.color[loc] != C_BLACK and lad.color[loc] != C_WHITE:
-        return False
-    if _libs(lad, loc, 2, libs) != 2 or (move != libs[0] and move != libs[1]):
-        return False
-    return _move_works(lad, loc, move, libs[1] if move == libs[0] else libs[0])
 
 
 cdef int ladder_working_moves(Ladder* lad, int loc, int* out) noexcept nogil:
@@ -420,19 +402,49 @@ cdef int ladder_working_moves(Ladder* lad, int loc, int* out) noexcept nogil:
     return n
 
 
+cdef bint _extension_sure(Board board, int loc, int lib, int atari) noexcept nogil:
+    """At the root of a read, from the board's own chain data: True when the chain at stone loc,
+    extending at its liberty `lib` (after the opponent's atari at its other liberty `atari`, or
+    at once when atari is NULL_LOC), surely gets 3 or more liberties: lib has 3 empty neighbours
+    besides the atari point, or touches another chain of the same color with enough liberties
+    to keep 3 after losing lib and the atari point. The atari's captures could only add
+    liberties, a point with an empty or friendly neighbour is no ko point and no suicide, and a
+    read of two moves cannot run out of budget: the read would answer False."""
+    cdef int c = board.color[loc]
+    cdef int head = board.chain_head[loc]
+    cdef int lost = 1 if atari == NULL_LOC else 2
+    cdef int empties = 0, i, nb
+    for i in range(4):
+        nb = lib + board.adj[i]
+        if nb == atari:
+            continue
+        if board.color[nb] == C_EMPTY:
+            empties += 1
+        elif (board.color[nb] == c and board.chain_head[nb] != head
+                and board.libs[board.chain_head[nb]] - lost >= 3):
+            return True
+    return empties >= 3
+
+
 cdef bint ladder_chain(Ladder* lad, Board board, int loc, int* working, int* num_working) noexcept nogil:
     cdef int head = board.chain_head[loc]
     cdef int attacker = 3 - board.color[loc]
     cdef short libs[3]
     cdef int k
+    cdef bint result
     num_working[0] = 0
-    if board.libs[head] == 1:
-        return ladder_captured(lad, loc)
-    if board.libs[head] != 2:
+    if board.libs[head] > 2:
         return False
     _libs(lad, loc, 2, libs)
+    if board.libs[head] == 1:
+        if _extension_sure(board, loc, libs[0], NULL_LOC):
+            return False
+        _start_query(lad)
+        result = _defender_loses(lad, loc, libs[0])
+        return result and not lad.aborted
     for k in range(2):
-        if ((attacker != board.next_color or board.is_legal_loc(libs[k]))
+        if (not _extension_sure(board, loc, libs[1 - k], libs[k])
+                and (attacker != board.next_color or board.is_legal_loc(libs[k]))
                 and _move_works(lad, loc, libs[k], libs[1 - k])):
             working[num_working[0]] = libs[k]
             num_working[0] += 1
