@@ -19,8 +19,9 @@ the leaf's legal moves its children, and back the value up to the root.
 
 The evaluator is a constant: uniform policy, even value, score 0 (no net time is measured).
 Searches start from positions a few random moves into games (0 to half the board's area moves),
-`--visits` visits each, cycling until the time share runs out. The pure-Python search is too slow
-to finish many searches in its share, so it gives each start position an equal slice of the share
+`--visits` visits each, cycling through them. The three searches take turns in 3 rounds each, so
+load from other jobs on the machine hits all of them alike. The pure-Python search is too slow to
+finish many searches in its share, so it gives each start position an equal slice of the share
 (its searches stop at the visits or at the slice's end): every position weighs in its rate.
 """
 from __future__ import annotations
@@ -39,6 +40,7 @@ CPUCT = 1.1
 FPU_REDUCTION = 0.2
 SCORE_UTILITY_WEIGHT = 0.5
 LEAVES_PER_BATCH = 8
+ROUNDS = 3  # measurement rounds per search, alternated so outside load hits all three alike
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,31 +68,40 @@ def _positions(size: int, count: int, seed: int) -> list:
 # ------------------------------------------------------------------------------ engine
 
 
-def _engine_playouts(positions: list, visits: int, seconds: float) -> tuple[int, float]:
-    """(playouts, elapsed) of Tree searches over the positions until `seconds` pass."""
-    from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
-    from tengen.search.mcts import NNCache, Tree
+class _EngineRunner:
+    """Tree searches over the start positions in turn; each `run` goes on where the last stopped
+    and adds its playouts and time to the totals."""
 
-    size = positions[0].x_size
-    spatial = np.zeros((LEAVES_PER_BATCH, NUM_SPATIAL, size, size), np.float32)
-    global_inputs = np.zeros((LEAVES_PER_BATCH, NUM_GLOBAL), np.float32)
-    policy = np.zeros((LEAVES_PER_BATCH, size * size + 1), np.float32)
-    value = np.zeros((LEAVES_PER_BATCH, 3), np.float32)
-    score = np.zeros((LEAVES_PER_BATCH, 2), np.float32)
-    tree = Tree(NNCache(0, size * size), cpuct=CPUCT, fpu_reduction=FPU_REDUCTION,
-                score_utility_weight=SCORE_UTILITY_WEIGHT)
-    playouts = 0
-    start = time.perf_counter()
-    while playouts == 0 or time.perf_counter() - start < seconds:
-        for board in positions:
-            tree.set_position(board)
-            tree.start_search(visits)
+    def __init__(self, positions: list, visits: int) -> None:
+        from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
+        from tengen.search.mcts import NNCache, Tree
+
+        size = positions[0].x_size
+        self.positions, self.visits, self.next = positions, visits, 0
+        self.spatial = np.zeros((LEAVES_PER_BATCH, NUM_SPATIAL, size, size), np.float32)
+        self.global_inputs = np.zeros((LEAVES_PER_BATCH, NUM_GLOBAL), np.float32)
+        self.policy = np.zeros((LEAVES_PER_BATCH, size * size + 1), np.float32)
+        self.value = np.zeros((LEAVES_PER_BATCH, 3), np.float32)
+        self.score = np.zeros((LEAVES_PER_BATCH, 2), np.float32)
+        self.tree = Tree(NNCache(0, size * size), cpuct=CPUCT, fpu_reduction=FPU_REDUCTION,
+                         score_utility_weight=SCORE_UTILITY_WEIGHT)
+        self.playouts, self.elapsed = 0, 0.0
+
+    def run(self, seconds: float) -> None:
+        """Whole searches until `seconds` pass (at least one)."""
+        tree, done = self.tree, 0
+        start = time.perf_counter()
+        while done == 0 or time.perf_counter() - start < seconds:
+            tree.set_position(self.positions[self.next])
+            self.next = (self.next + 1) % len(self.positions)
+            tree.start_search(self.visits)
             while not tree.done:
-                n = tree.select_leaves(LEAVES_PER_BATCH, spatial, global_inputs)
+                n = tree.select_leaves(LEAVES_PER_BATCH, self.spatial, self.global_inputs)
                 if n:
-                    tree.backup(policy[:n], value[:n], score[:n])
-            playouts += tree.visits
-    return playouts, time.perf_counter() - start
+                    tree.backup(self.policy[:n], self.value[:n], self.score[:n])
+            done += tree.visits
+        self.playouts += done
+        self.elapsed += time.perf_counter() - start
 
 
 # ------------------------------------------------------------------------------ baseline
@@ -210,33 +221,28 @@ class _PythonSearch:
             node = node.parent
 
 
-def _python_playouts(positions: list, visits: int, seconds: float) -> tuple[int, float]:
-    """(playouts, elapsed) of the Python search on the compiled board and encoder."""
-    search = _PythonSearch(positions[0].x_size)
-    playouts = 0
-    start = time.perf_counter()
-    while playouts == 0 or time.perf_counter() - start < seconds:
-        for board in positions:
-            playouts += search.search(board, visits).visits
-            if time.perf_counter() - start >= seconds:
-                break
-    return playouts, time.perf_counter() - start
+class _PythonRunner:
+    """_EngineRunner's counterpart for the Python search: on the compiled board and encoder, or
+    with `pure` on bench/pygo.py's. A search stops at its visits or after `slice_seconds`."""
 
+    def __init__(self, positions: list, visits: int, pure: bool, slice_seconds: float = math.inf) -> None:
+        from bench.pygo import PyBoard
 
-def _pure_python_playouts(positions: list, visits: int, seconds: float) -> tuple[int, float]:
-    """(playouts, elapsed) of the pure-Python search, an equal slice of `seconds` per position."""
-    from bench.pygo import PyBoard
+        self.boards = [PyBoard.from_board(board) for board in positions] if pure else positions
+        self.search = _PythonSearch(positions[0].x_size, pure=pure)
+        self.visits, self.slice_seconds, self.next = visits, slice_seconds, 0
+        self.playouts, self.elapsed = 0, 0.0
 
-    boards = [PyBoard.from_board(board) for board in positions]
-    search = _PythonSearch(positions[0].x_size, pure=True)
-    playouts = 0
-    start = time.perf_counter()
-    while playouts == 0 or time.perf_counter() - start < seconds:
-        for board in boards:
-            playouts += search.search(board, visits, time.perf_counter() + seconds / len(boards)).visits
-            if time.perf_counter() - start >= seconds:
-                break
-    return playouts, time.perf_counter() - start
+    def run(self, seconds: float) -> None:
+        """Searches until `seconds` pass (at least one)."""
+        done = 0
+        start = time.perf_counter()
+        while done == 0 or time.perf_counter() - start < seconds:
+            board = self.boards[self.next]
+            self.next = (self.next + 1) % len(self.boards)
+            done += self.search.search(board, self.visits, time.perf_counter() + self.slice_seconds).visits
+        self.playouts += done
+        self.elapsed += time.perf_counter() - start
 
 
 # ------------------------------------------------------------------------------ run
@@ -256,16 +262,19 @@ def run(args: argparse.Namespace) -> dict:
     for size in sizes:
         positions = _positions(size, args.positions, args.seed)
         print(f"{size}x{size}: {len(positions)} start positions, {args.visits} visits per search, "
-              f"{share:.1f} s each of 3 searches", flush=True)
-        playouts, elapsed = _engine_playouts(positions, args.visits, share)
-        rate = playouts / elapsed
+              f"{share:.1f} s for each of 3 searches in {ROUNDS} alternating rounds", flush=True)
+        engine = _EngineRunner(positions, args.visits)
+        pure = _PythonRunner(positions, args.visits, pure=True, slice_seconds=share / len(positions))
+        python = _PythonRunner(positions, args.visits, pure=False)
+        for _ in range(ROUNDS):
+            for runner in (engine, pure, python):
+                runner.run(share / ROUNDS)
+        rate = engine.playouts / engine.elapsed
+        p_rate = pure.playouts / pure.elapsed
+        b_rate = python.playouts / python.elapsed
         print(f"{size}x{size} engine  : {rate:10,.0f} playouts/s {1e6 / rate:8.1f} us/playout", flush=True)
-        p_playouts, p_elapsed = _pure_python_playouts(positions, args.visits, share)
-        p_rate = p_playouts / p_elapsed
         print(f"{size}x{size} pure Python (Python board and features): {p_rate:10,.1f} playouts/s "
               f"{1e6 / p_rate:8.1f} us/playout  ratio {rate / p_rate:.1f}x", flush=True)
-        b_playouts, b_elapsed = _python_playouts(positions, args.visits, share)
-        b_rate = b_playouts / b_elapsed
         print(f"{size}x{size} Python (compiled board and features): {b_rate:10,.0f} playouts/s "
               f"{1e6 / b_rate:8.1f} us/playout  ratio {rate / b_rate:.1f}x", flush=True)
         figures.update({
