@@ -36,9 +36,9 @@ def test_bad_durations_are_refused(text: str) -> None:
 
 @pytest.mark.parametrize("argv, message", [
     (["run", "--duration", "30"], "bad duration"),
-    (["run", "--workers", "0"], "at least 1"),
+    (["run", "--workers", "0"], "whole number >= 1"),
     (["run", "--workers", "two"], "whole number"),
-    (["run", "--status-every", "0"], "positive"),
+    (["run", "--status-every", "0"], "number > 0"),
     (["run", "--no-such-flag"], "unrecognized arguments"),
 ])
 def test_bad_flags_exit_2_with_a_message(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

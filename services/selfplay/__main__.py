@@ -13,7 +13,13 @@ import logging
 import os
 import sys
 
-from tengen.infra.entrypoint import add_service_arguments, load_service_config, stop_on_signals
+from tengen.infra.entrypoint import (
+    add_service_arguments,
+    load_service_config,
+    positive_float,
+    positive_int,
+    stop_on_signals,
+)
 from tengen.logs import configure_logging
 
 log = logging.getLogger("services.selfplay")
@@ -26,16 +32,6 @@ def _worker_id(text: str) -> str:
         return check_worker_id(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
-
-
-def _games(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"--games needs a whole number >= 1, got {text!r}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,9 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                         default=os.environ.get("TENGEN_SELFPLAY_WORKER_ID") or default_worker_id(),
                         help="name of this worker in game ids, so two workers never collide "
                              "($TENGEN_SELFPLAY_WORKER_ID, default the host name)")
-    parser.add_argument("--games", type=_games, default=None, metavar="N",
+    parser.add_argument("--games", type=positive_int, default=None, metavar="N",
                         help="stop after N games (default: play until stopped)")
-    parser.add_argument("--log-every", type=float, default=30.0, metavar="SECONDS",
+    parser.add_argument("--log-every", type=positive_float, default=30.0, metavar="SECONDS",
                         help="progress line interval: games/s, positions/s (default 30)")
     return parser
 
@@ -65,9 +61,6 @@ def main(argv: list[str] | None = None) -> int:
 
     config = load_service_config(args.preset)
     if config is None:
-        return 2
-    if args.log_every <= 0:
-        print("error: --log-every must be > 0", file=sys.stderr)
         return 2
     stop = stop_on_signals(log)
     service = SelfplayService(config, worker_id=args.worker_id, http_port=args.http_port, games=args.games,

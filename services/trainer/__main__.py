@@ -11,7 +11,7 @@ import argparse
 import logging
 import os
 import sys
-from tengen.infra.entrypoint import add_service_arguments, load_service_config, stop_on_signals
+from tengen.infra.entrypoint import add_service_arguments, load_service_config, positive_float, stop_on_signals
 from tengen.logs import configure_logging
 
 log = logging.getLogger("services.trainer")
@@ -25,9 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_service_arguments(parser, http_port_env="TENGEN_TRAINER_HTTP_PORT", default_http_port=8071)
     parser.add_argument("--device", default=os.environ.get("TENGEN_TRAINER_DEVICE", "cpu"),
                         help="torch device to train on ($TENGEN_TRAINER_DEVICE, default cpu)")
-    parser.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
+    parser.add_argument("--checkpoint-every", type=positive_float, default=60.0, metavar="SECONDS",
                         help="checkpoint at least this often while training (default 60)")
-    parser.add_argument("--log-every", type=float, default=10.0, metavar="SECONDS",
+    parser.add_argument("--log-every", type=positive_float, default=10.0, metavar="SECONDS",
                         help="progress line interval (default 10)")
     return parser
 

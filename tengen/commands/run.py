@@ -34,6 +34,8 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from tengen.infra.entrypoint import positive_float, positive_int
+
 DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -53,26 +55,6 @@ def parse_duration(text: str) -> float:
     if total <= 0:
         raise argparse.ArgumentTypeError(f"duration must be positive, got {text!r}")
     return total
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
 
 
 def _log_to_file(path: Path, interactive: bool) -> logging.Handler:
@@ -149,9 +131,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="where everything is written and continued from "
                         "($TENGEN_DATA_DIR, default ./tengen-data)")
-    parser.add_argument("--workers", type=_positive_int, default=None,
+    parser.add_argument("--workers", type=positive_int, default=None,
                         help="selfplay worker processes (default: the preset's selfplay.workers)")
-    parser.add_argument("--status-every", type=_positive_float, default=None, metavar="SECONDS",
+    parser.add_argument("--status-every", type=positive_float, default=None, metavar="SECONDS",
                         help="status refresh interval (default 5 on a terminal, else 30)")
     parser.add_argument("--plain", action="store_true",
                         help="print status lines instead of redrawing the view, even on a terminal")

@@ -47,6 +47,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
 def add_service_arguments(parser: argparse.ArgumentParser, *, http_port_env: str, default_http_port: int) -> None:
     """--preset, --http-port (/healthz and /metrics) and -v, with their environment defaults."""
     parser.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "cpu"),
