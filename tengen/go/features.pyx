@@ -131,6 +131,27 @@ cdef void _ladder_planes(Ladder* lad, Board board, float* laddered, float* worki
                 working_plane[_pos(board, working[k], buf_w)] = 1.0
 
 
+cdef inline bint _may_repeat(Board board, int loc) noexcept nogil:
+    """Whether Board.illegal_reason_loc looks the move at empty loc up in the superko set: it
+    does when some earlier position had as many stones as the move makes, or when the move
+    removes stones (a capture, or a multi-stone suicide, which needs a point without an empty
+    neighbour). Elsewhere the move cannot be a superko repeat, so no probe is needed."""
+    cdef int i, nb
+    if board.num_stones[C_BLACK] + board.num_stones[C_WHITE] + 1 <= board.max_seen_stones:
+        return True
+    for i in range(4):
+        nb = loc + board.adj[i]
+        if board.color[nb] == C_EMPTY:
+            break
+    else:
+        return True
+    for i in range(4):
+        nb = loc + board.adj[i]
+        if board.color[nb] == 3 - board.next_color and board.libs[board.chain_head[nb]] == 1:
+            return True
+    return False
+
+
 cdef float komi_parity(double self_komi, int area) noexcept nogil:
     """The KOMI_PARITY triangle wave (see the module docstring)."""
     cdef double d = self_komi - area
@@ -168,8 +189,9 @@ cdef void encode_c(Board board, Board prev1, Board prev2, float* spatial, int bu
                 spatial[PASS_ALIVE_OPP * plane + pos] = 1.0
             c = board.color[loc]
             if c == C_EMPTY:
-                # Under simple ko only the ko point can be ko-illegal; superko needs a probe.
-                if board.ko_rule != KO_SIMPLE or loc == board.ko_loc:
+                # Under simple ko only the ko point can be ko-illegal; superko needs a probe
+                # where the board's own check could find a repeat.
+                if loc == board.ko_loc or (board.ko_rule != KO_SIMPLE and _may_repeat(board, loc)):
                     reason = board.illegal_reason_loc(loc)
                     if reason == ILLEGAL_KO or reason == ILLEGAL_SUPERKO:
                         spatial[KO_ILLEGAL * plane + pos] = 1.0
