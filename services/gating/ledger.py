@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
+from tengen.infra.files import fsync_dir
 from tengen.search.match import MatchGameResult
 
 log = logging.getLogger("services.gating")
@@ -39,14 +40,6 @@ def check_candidate_name(name: str) -> str:
     return name
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def append_line(path: Path, obj: dict[str, Any]) -> None:
     """Append `obj` as one JSON line and fsync it; a torn last line left by a crash is ended first."""
     new = not path.exists()
@@ -61,7 +54,7 @@ def append_line(path: Path, obj: dict[str, Any]) -> None:
         f.flush()
         os.fsync(f.fileno())
     if new:
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
 
 
 def read_lines(path: Path) -> Iterator[dict[str, Any]]:

@@ -36,6 +36,7 @@ import numpy as np
 
 from tengen.data.rows import TrainingRows
 from tengen.go import planes, symmetry
+from tengen.infra.files import fsync_dir
 
 FORMAT = "tengen-window-2"  # 2: rows carry final_weight (side-branch rows have no score/ownership)
 MANIFEST = "manifest.json"
@@ -141,14 +142,6 @@ def _write_at(path: Path, offset: int, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -273,7 +266,7 @@ class Window:
                 is_new = not path.exists()
                 _write_at(path, shard.rows * self.dtype.itemsize, records.tobytes())
                 if is_new:
-                    _fsync_dir(path.parent)
+                    fsync_dir(path.parent)
                 shards[-1] = _Shard(shard.first_row, shard.rows + records.size)
             line = (json.dumps(game_id) + "\n").encode()
             _write_at(self.directory / IDS, self._ids_bytes, line)
@@ -304,7 +297,7 @@ class Window:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.directory / MANIFEST)
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     def _pack(self, rows: TrainingRows) -> np.ndarray:
         n, length = len(rows), self.pos_len

@@ -41,6 +41,7 @@ import numpy as np
 
 from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
 from tengen.infra.broker import free_port
+from tengen.infra.files import fsync_dir
 from tengen.infra.process import kill_process, stop_process
 from tengen.nn.evaluator import check_batch
 from tengen.nn.export import OUTPUT_NAMES
@@ -108,14 +109,6 @@ def render_config(
 
 
 # -- atomic file system helpers -------------------------------------------------------------------
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _copy_file(src: Path, dst: Path) -> None:
     """Copy and fsync one file."""
     with open(src, "rb") as fin, open(dst, "wb") as fout:
@@ -131,7 +124,7 @@ def _write_file_atomic(path: Path, data: bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 class ModelRepository:
@@ -164,7 +157,7 @@ class ModelRepository:
             raise TritonError(f"model {name} already exists in {self.root} with a different config")
         model_dir.mkdir(parents=True, exist_ok=True)
         _write_file_atomic(config, config_text.encode())
-        _fsync_dir(self.root)
+        fsync_dir(self.root)
         return model_dir
 
     def backend(self, name: str) -> str:
@@ -222,12 +215,12 @@ class ModelRepository:
                 if backend == "python":
                     _copy_file(PYTHON_BACKEND_MODEL, tmp / "model.py")
                 os.chmod(tmp, 0o755)
-                _fsync_dir(tmp)
+                fsync_dir(tmp)
                 version = (self.latest_version(name) or 0) + 1
                 target = self.model_dir(name) / str(version)
                 os.rename(tmp, target)  # atomic within one file system; target never exists here
-                _fsync_dir(target.parent)
-                _fsync_dir(staging)
+                fsync_dir(target.parent)
+                fsync_dir(staging)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
@@ -242,7 +235,7 @@ class ModelRepository:
         with self._lock(name):
             trash = Path(tempfile.mkdtemp(prefix=f"{name}.v-removed-", dir=self.root / STAGING_DIR))
             os.rename(target, trash / "version")
-            _fsync_dir(target.parent)
+            fsync_dir(target.parent)
             shutil.rmtree(trash, ignore_errors=True)
 
 
