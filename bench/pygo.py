@@ -84,6 +84,7 @@ class PyBoard:
         return out
 
     def copy(self) -> "PyBoard":
+        """An independent copy (position, history, superko set)."""
         out = PyBoard.__new__(PyBoard)
         out.__dict__.update(self.__dict__)
         out.stones = self.stones[:]
@@ -120,6 +121,7 @@ class PyBoard:
         return None, list(captured), h
 
     def illegal_reason(self, move: int) -> str | None:
+        """None if `to_move` may play `move`, else why not, checked in Board's order."""
         if move == self.pass_move:
             return None
         if self.stones[move] != EMPTY:
@@ -137,6 +139,7 @@ class PyBoard:
         return out
 
     def play(self, move: int) -> None:
+        """Play `move` for `to_move` (ValueError if illegal), capturing and setting the ko point."""
         color = self.to_move
         if move == self.pass_move:
             self.passes += 1
