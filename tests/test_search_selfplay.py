@@ -283,6 +283,17 @@ def test_runner_plays_valid_games_with_two_batches_in_flight() -> None:
     assert stats["mean_batch"] > 1
 
 
+def test_runner_starts_no_more_games_than_asked_for() -> None:
+    """Fewer games than slots: every game started is one asked for, and exactly that many come out
+    (a selfplay worker run with --games N publishes N games, not a half's worth)."""
+    for wanted in (1, 3, 5):
+        runner = SelfplayRunner(Quick(), settings(full_visits=4, fast_visits=2), TINY.search,
+                                games_in_parallel=8, seed=wanted, id_prefix="n")
+        records = list(runner.run(wanted))
+        assert len(records) == wanted and runner.stats.games == wanted
+        assert sorted(r.id for r in records) == sorted(f"n-{i}" for i in range(wanted))
+
+
 def test_runner_is_deterministic_for_a_seed() -> None:
     def moves(seed: int) -> list[list[int]]:
         runner = SelfplayRunner(Quick(), settings(full_visits=8, fast_visits=4), TINY.search,

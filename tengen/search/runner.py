@@ -22,7 +22,7 @@ import concurrent.futures
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Generator, Iterator, Sequence
+from typing import Any, Callable, Generator, Iterator, Sequence
 
 import numpy as np
 
@@ -138,8 +138,9 @@ class BatchedRunner:
         slot.game, slot.steps = self._new_game(slot, index)
         next(slot.steps)  # runs up to its first search
 
-    def _advance(self, slot: Slot, finished: list[Any], more: bool) -> None:
-        """Resume the slot's game while it has no search running; start new games while `more`."""
+    def _advance(self, slot: Slot, finished: list[Any], more: Callable[[], bool]) -> None:
+        """Resume the slot's game while it has no search running; start new games while `more()`
+        (asked before each start, so a run never starts more games than it was asked for)."""
         while slot.steps is not None and not slot.searching():
             moves = len(slot.game.moves)
             try:
@@ -149,15 +150,15 @@ class BatchedRunner:
                 self.stats.games += 1
                 finished.append(self._finished(slot, stop.value))
                 slot.game = slot.steps = None
-                if more:
+                if more():
                     self._start(slot)
                 continue
             self.stats.moves += len(slot.game.moves) - moves
 
-    def _prepare(self, half: _Half, finished: list[Any], more: bool) -> None:
+    def _prepare(self, half: _Half, finished: list[Any], more: Callable[[], bool]) -> None:
         """Advance the half's games, gather their leaves and send them off, one batch per evaluator."""
         for slot in half.slots:
-            if slot.steps is None and more:
+            if slot.steps is None and more():
                 self._start(slot)
             self._advance(slot, finished, more)
         half.active = [s for s in half.slots if s.steps is not None]
@@ -213,11 +214,11 @@ class BatchedRunner:
             self._pool = pool
             try:
                 for half in self._halves:
-                    self._prepare(half, finished, more())
+                    self._prepare(half, finished, more)
                 while True:
                     for half in self._halves:
                         self._finish(half)
-                        self._prepare(half, finished, more())  # overlaps the other half's batches
+                        self._prepare(half, finished, more)  # overlaps the other half's batches
                         while finished:
                             yield finished.pop(0)
                             yielded += 1
