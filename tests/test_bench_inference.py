@@ -34,7 +34,7 @@ def test_server_cpu_counts_the_children() -> None:
     child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline() == "done\n"
-        assert _server_cpu_s(os.getpid()) - before >= 0.29  # the child's 0.3 CPU seconds, clock ticks aside
+        assert _server_cpu_s(os.getpid()) - before >= 0.25  # the child's 0.3 CPU seconds, less clock-tick rounding
     finally:
         child.kill()
         child.wait()
