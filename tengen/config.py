@@ -97,6 +97,7 @@ class GatingConfig:
     komi: float = 7.5
     temperature: float = 0.5
     sprt: bool = True  # stop early when the outcome is already clear
+    skip_superseded: bool = True  # a candidate with a newer one queued behind it is not played
 
 
 @dataclass

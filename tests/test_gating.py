@@ -155,6 +155,29 @@ def _result(index: int, winner: str) -> MatchGameResult:
 
 # -- match games -----------------------------------------------------------------------------------
 
+def test_a_candidate_with_a_newer_one_queued_is_superseded_unplayed(tmp_path: Path) -> None:
+    """A gate slower than the trainer skips to the newest candidate: an older one that no match has
+    started is decided unplayed; one already decided or under way is left to the normal path."""
+    def ann(samples: int) -> bytes:
+        return CandidateAnnouncement(name=f"candidate-{samples:012d}", path=str(tmp_path / f"{samples}.pt"),
+                                     samples=samples, arch="b1c16", created=time.time()).to_bytes()
+
+    env = {"TENGEN_DATA_DIR": str(tmp_path / "data")}
+    service = GatingService(load_config("tiny", env=env))
+    assert service._supersede(ann(1000), ann(3000))
+    decision = service.decisions.find("candidate-000000001000")
+    assert decision["promoted"] is False and decision["games"] == 0 and decision["opponent_version"] is None
+    assert "superseded by candidate-000000003000" in decision["reason"]
+    assert not service._supersede(ann(1000), ann(3000))  # decided already: not recorded twice
+    assert sum(1 for _ in read_lines(service.decisions.path)) == 1
+    MatchFile(service.data_dir, "candidate-000000002000").start({"candidate": "candidate-000000002000"})
+    assert not service._supersede(ann(2000), ann(3000))  # a match under way is played out
+    assert not service._supersede(b"junk", ann(3000))  # bad records are _handle's to log and skip
+    keep_all = GatingService(load_config("tiny", env={**env, "TENGEN_GATING__SKIP_SUPERSEDED": "false"}))
+    assert not keep_all._supersede(ann(4000), ann(5000))
+    assert service.decisions.find("candidate-000000004000") is None
+
+
 def test_resignation_needs_five_agreeing_turns() -> None:
     assert resigning_color([0.5, 0.04, 0.03, 0.02, 0.01], 5, 0.05) is None
     assert resigning_color([0.04, 0.03, 0.02, 0.01, 0.049], 5, 0.05) == BLACK

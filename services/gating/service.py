@@ -1,8 +1,11 @@
 """The gating service: plays each candidate against the current model and promotes the winners.
 
-Loop: a consumer group on `tengen.candidates` (tengen.data.candidates.CandidateAnnouncement, one
-record at a time). For each candidate:
+Loop: a consumer group on `tengen.candidates` (tengen.data.candidates.CandidateAnnouncement, up
+to CANDIDATE_SCAN records at a time, decided in order). For each candidate:
 
+0. With `gating.skip_superseded` (default), a candidate with a newer one already waiting behind it
+   and no match under way is decided unplayed as "superseded": a gate slower than the trainer
+   plays the newest net instead of falling ever further behind.
 1. Skip it when `decisions.jsonl` already has a decision about it (a redelivery after a crash).
 2. Check the export (tengen.infra.promotion.validate_export); a broken one is rejected with the
    reason, never loaded.
@@ -95,6 +98,7 @@ TRITON_TIMEOUT_S = 300.0  # loading a version
 READY_WAIT_S = 30.0  # waiting for the opponent to be READY before a retry (which checks for SIGTERM)
 EVAL_RETRY_S = 120.0  # a Triton outage longer than this ends the match attempt (retried later)
 REPORT_CHUNK = 500  # games per ratings report
+CANDIDATE_SCAN = 64  # announcements read at once, to see whether newer candidates wait (skip_superseded)
 
 
 def version_player(model: str, version: int) -> str:
@@ -175,17 +179,21 @@ class GatingService:
             self._producer = ReliableProducer(bootstrap, client_id="tengen-gating")
             # A match can take long: the group must not drop us between polls.
             consumer = GroupConsumer(bootstrap, self.topic, self.group_id, client_id="tengen-gating",
-                                     max_poll_records=1, max_poll_interval_s=24 * 3600.0)
+                                     max_poll_records=CANDIDATE_SCAN, max_poll_interval_s=24 * 3600.0)
             self._unreported = [c for c in MatchFile.unreported(self.data_dir) if self.decisions.find(c) is not None]
             self._set_state("waiting for candidates")
             while not stop.is_set():
                 self._report_pending()
-                for record in consumer.poll(timeout_s=1.0, max_records=1):
-                    if self._handle(record.value, stop):
-                        if not consumer.commit([record]):
-                            log.warning("gating: offset commit failed; a redelivery is skipped by the decision log")
+                records = consumer.poll(timeout_s=1.0, max_records=CANDIDATE_SCAN)
+                for i, record in enumerate(records):
+                    newest = records[-1].value if i < len(records) - 1 else None
+                    if newest is None or not self._supersede(record.value, newest):
+                        if not self._handle(record.value, stop):
+                            break  # stopped: the rest is delivered again at the next start
                         self._set_state("waiting for candidates")
                         self._report_pending(force=True)
+                    if not consumer.commit([record]):
+                        log.warning("gating: offset commit failed; a redelivery is skipped by the decision log")
             return 0
         finally:
             if consumer is not None:
@@ -217,6 +225,24 @@ class GatingService:
                 self._set_state(f"{announcement.name}: waiting ({str(err).strip()[:200]}); retrying in {delay:.0f} s")
                 stop.wait(delay)
         return False
+
+    def _supersede(self, value: bytes | None, newest: bytes | None) -> bool:
+        """With `gating.skip_superseded`, decide a candidate that a newer one already waits behind as
+        unplayed ("superseded"), so a gate slower than the trainer keeps up with the newest net
+        instead of falling ever further behind. A candidate whose match is under way (its file has a
+        header: maybe a promotion cut short) is played out as usual. True when it was skipped."""
+        if not self.config.gating.skip_superseded:
+            return False
+        try:
+            ann = CandidateAnnouncement.from_bytes(value or b"")
+            newer = CandidateAnnouncement.from_bytes(newest or b"")
+            check_candidate_name(ann.name)
+        except ValueError:
+            return False  # _handle logs and skips it
+        if self.decisions.find(ann.name) is not None or MatchFile(self.data_dir, ann.name).header is not None:
+            return False  # decided before, or under way: _handle knows what to do
+        self._record(ann, None, Score(), 0, None, f"superseded by {newer.name} (gating was behind the trainer)")
+        return True
 
     # -- one candidate --------------------------------------------------------------------------
 
