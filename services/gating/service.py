@@ -62,8 +62,8 @@ from tengen.infra.kafka import (
     KafkaAdapterError,
     ReliableProducer,
     announce_model,
-    ensure_topics,
     latest_model_version,
+    wait_for_topics,
 )
 from tengen.infra.promotion import (
     ExportError,
@@ -165,16 +165,8 @@ class GatingService:
         bootstrap = self.config.kafka.bootstrap
         consumer = None
         try:
-            backoff = Backoff(1.0, 30.0)
-            while not stop.is_set():
-                try:
-                    ensure_topics(bootstrap, timeout_s=30.0)
-                    break
-                except KafkaAdapterError as err:
-                    self._set_state(f"waiting for the broker at {bootstrap}")
-                    log.warning("gating: %s; retrying", err)
-                    stop.wait(backoff.next())
-            if stop.is_set():
+            self._set_state(f"waiting for the broker at {bootstrap}")
+            if not wait_for_topics(bootstrap, stop, "gating"):
                 return 0
             self._producer = ReliableProducer(bootstrap, client_id="tengen-gating")
             # A match can take long: the group must not drop us between polls.

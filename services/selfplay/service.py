@@ -49,11 +49,10 @@ from tengen.infra.kafka import (
     GAMES_TOPIC,
     Backoff,
     BufferFullError,
-    KafkaAdapterError,
     ModelAnnouncement,
     ModelWatcher,
     ReliableProducer,
-    ensure_topics,
+    wait_for_topics,
 )
 from tengen.infra.triton import TritonError, TritonEvaluator, model_states
 from tengen.proto import game_pb2
@@ -226,16 +225,7 @@ class SelfplayService:
 
     def _wait_for_broker(self, stop: threading.Event) -> bool:
         self.state = f"waiting for the broker at {self.config.kafka.bootstrap}"
-        backoff = Backoff(1.0, 30.0)
-        while not stop.is_set():
-            try:
-                ensure_topics(self.config.kafka.bootstrap, timeout_s=10.0)
-                return True
-            except KafkaAdapterError as exc:
-                delay = backoff.next()
-                log.warning("selfplay: %s; retrying in %.0f s", exc, delay)
-                stop.wait(delay)
-        return False
+        return wait_for_topics(self.config.kafka.bootstrap, stop, "selfplay", timeout_s=10.0)
 
     def _wait_for_announcement(self, stop: threading.Event, watcher: ModelWatcher) -> int | None:
         version = watcher.current(self.model)

@@ -35,11 +35,9 @@ from tengen.infra.health import HealthServer
 from tengen.infra.kafka import (
     CANDIDATES_TOPIC,
     GAMES_TOPIC,
-    Backoff,
     GroupConsumer,
-    KafkaAdapterError,
     ReliableProducer,
-    ensure_topics,
+    wait_for_topics,
 )
 from tengen.nn.export import export_model
 from tengen.nn.loss import LOSS_TERMS
@@ -108,15 +106,7 @@ class TrainerService:
 
         bootstrap = self.config.kafka.bootstrap
         self._start_http()
-        backoff = Backoff(1.0, 30.0)
-        while not stop.is_set():
-            try:
-                ensure_topics(bootstrap, timeout_s=30.0)
-                break
-            except KafkaAdapterError as err:
-                log.warning("%s; retrying", err)
-                stop.wait(backoff.next())
-        if stop.is_set():
+        if not wait_for_topics(bootstrap, stop, "trainer"):
             self._stop_http()
             return
         writer = SummaryWriter(str(self.data_dir / "tensorboard" / "trainer"))

@@ -148,6 +148,21 @@ def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec] | None = None, time
             time.sleep(delay)
 
 
+def wait_for_topics(bootstrap: str, stop: threading.Event, who: str, timeout_s: float = 30.0) -> bool:
+    """A service's start: ensure the topics, retrying with backoff (1 s doubling to 30 s, logged)
+    while the broker is away, until `stop` is set. True once the topics exist."""
+    backoff = Backoff(1.0, 30.0)
+    while not stop.is_set():
+        try:
+            ensure_topics(bootstrap, timeout_s=timeout_s)
+            return True
+        except KafkaAdapterError as exc:
+            delay = backoff.next()
+            log.warning("%s: %s; retrying in %.0f s", who, exc, delay)
+            stop.wait(delay)
+    return False
+
+
 # Errors that resending the same record can never fix: report and drop instead of looping forever.
 _PERMANENT_RECORD_ERRORS = (
     kerr.MessageSizeTooLargeError,
