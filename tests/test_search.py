@@ -185,7 +185,8 @@ def check_pruning(visits, pruned, priors, utility, cpuct) -> None:
             continue
         forced = math.floor(math.sqrt(2 * priors[c] * total))
         assert 0 <= pruned[c] <= visits[c]
-        assert pruned[c] != 1  # children left with one playout are pruned
+        # children reduced to one playout are pruned; an unreduced single playout stays
+        assert pruned[c] != 1 or visits[c] == 1
         if pruned[c] == 0:
             continue
         removed = visits[c] - pruned[c]
@@ -213,6 +214,19 @@ def test_prune_visits_on_chosen_numbers() -> None:
     assert pruned[1] == 25
     with pytest.raises(ValueError):
         prune_visits(visits, priors[:3], utility, 1.1)
+
+
+def test_prune_keeps_single_visits_it_did_not_reduce() -> None:
+    # PUCT(c*) = 0.2 + 1.1 * 0.5 * sqrt(12) / 11 = 0.373. Child 1 at 0 visits would have PUCT
+    # 0.3 + 1.1 * 0.2 * sqrt(12) = 1.06 >= 0.373, so nothing is taken from it and it keeps its
+    # single visit; child 2 at 0 visits has -0.8 + 1.1 * 0.3 * sqrt(12) = 0.343 < 0.373, so its
+    # visit goes.
+    visits = np.array([10, 1, 1])
+    priors = np.array([0.5, 0.2, 0.3])
+    utility = np.array([0.2, 0.3, -0.8])
+    pruned = prune_visits(visits, priors, utility, 1.1)
+    check_pruning(visits, pruned, priors, utility, 1.1)
+    assert list(pruned) == [10, 1, 0]
 
 
 def test_noise_and_temperature_only_at_the_root() -> None:

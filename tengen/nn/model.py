@@ -65,6 +65,9 @@ ARCHITECTURES: dict[str, Architecture] = {
         # Tiny nets for tests: still one global pooling block so every code path runs.
         Architecture("b1c16", 1, 16, 8, 8, 8, 1),
         Architecture("b2c32", 2, 32, 16, 16, 16, 1),
+        # The cpu preset's net (9x9 on a 2-core box): about 3,000 evals/s at batch 32 in-process,
+        # 3.5x b6c96, and its 4 blocks still see across a 9x9 board.
+        Architecture("b4c48", 4, 48, 16, 24, 24, 1),
         # The paper's sizes; 2, 2, 2 and 3 global pooling blocks respectively.
         Architecture("b6c96", 6, 96, 32, 32, 48, 2),
         Architecture("b10c128", 10, 128, 32, 32, 64, 2),

@@ -53,7 +53,10 @@ def prune_visits(visits: np.ndarray, priors: np.ndarray, utility: np.ndarray, cp
 
     c* is the child with the most visits. From every other child subtract up to its forced
     playouts floor(sqrt(2 P(c) sum N)), as long as its PUCT value, with the final utility held
-    fixed, stays below PUCT(c*); a non-best child left with at most one visit is pruned to 0.
+    fixed, stays below PUCT(c*); a child that this reduced to one visit is pruned to 0. A child
+    that nothing was taken from keeps its visits, even a single one: at small visit counts most
+    children have one visit the search chose, and dropping them all leaves the best child alone
+    in the target, so the policy locks onto whatever it already prefers (a pass, say).
     """
     visits = np.asarray(visits, np.int64)
     priors = np.asarray(priors, np.float64)
@@ -78,7 +81,7 @@ def prune_visits(visits: np.ndarray, priors: np.ndarray, utility: np.ndarray, cp
             # smallest N' with utility + cpuct P sqrt(total) / (1 + N') < best_puct
             keep_at_least = max(0, math.floor(cpuct * priors[c] * sqrt_total / gap - 1.0) + 1)
         out[c] = visits[c] - min(forced, max(0, int(visits[c]) - keep_at_least))
-        if out[c] <= 1:
+        if out[c] < visits[c] and out[c] <= 1:
             out[c] = 0
     return out
 
