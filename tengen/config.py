@@ -101,6 +101,20 @@ class GatingConfig:
 
 
 @dataclass
+class StrengthConfig:
+    """The loop's own measurement against GNU Go (services.strength)."""
+
+    gnugo_levels: list[int] = field(default_factory=lambda: [0, 1])  # each rated as anchor gnugo-l<level>
+    games: int = 10  # per level and measured version; colours alternate
+    visits: int = 100  # the model's search per move, the same at every point of the curve
+    board_size: int = 9
+    komi: float = 7.5
+    interval_s: float = 900.0  # at most one measurement per interval: the CPU belongs to self-play
+    threads: int = 1  # torch threads of the measured model's engine
+    gnugo: str = ""  # gnugo binary; empty: gnugo on PATH, else Debian's /usr/games/gnugo
+
+
+@dataclass
 class RatingsConfig:
     prior_draws: float = 2.0  # virtual draws against the pseudo-opponent
     token: str = ""  # bearer token for writes; empty = writes refused
@@ -133,6 +147,7 @@ class Config:
     selfplay: SelfplayConfig = field(default_factory=SelfplayConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     gating: GatingConfig = field(default_factory=GatingConfig)
+    strength: StrengthConfig = field(default_factory=StrengthConfig)
     ratings: RatingsConfig = field(default_factory=RatingsConfig)
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     triton: TritonConfig = field(default_factory=TritonConfig)
@@ -262,6 +277,12 @@ def validate(config: Config) -> None:
     check(trainer.lr_per_sample > 0 and 0 <= trainer.momentum < 1, "trainer.lr_per_sample > 0, momentum in [0,1)")
     check(1 <= gating.wins_to_pass <= gating.games, "gating.wins_to_pass must be within 1..gating.games")
     check(gating.visits >= 1 and gating.temperature >= 0, "gating.visits >= 1, temperature >= 0")
+    strength = config.strength
+    check(all(0 <= level <= 10 for level in strength.gnugo_levels), "strength.gnugo_levels must be within 0..10")
+    check(strength.games >= 1 and strength.visits >= 1 and strength.threads >= 1,
+          "strength.games, visits and threads must be >= 1")
+    check(7 <= strength.board_size <= 19, "strength.board_size must be within 7..19")
+    check(strength.interval_s > 0, "strength.interval_s must be > 0")
     check(config.ratings.prior_draws >= 0 and config.ratings.max_batch >= 1,
           "ratings.prior_draws >= 0, max_batch >= 1")
     if problems:

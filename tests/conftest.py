@@ -4,6 +4,7 @@
   LocalBroker object, `kafka_broker.bootstrap` is the address. The project's topics exist. Shared by
   the session: tests use their own topic names or group ids, and must not restart it (start a
   LocalBroker of your own for that).
+- `gnugo`: the path of GNU Go (Debian's package, installed by `make gnugo` when it is missing).
 - `triton_server`: tritonserver 2.51 from the nvidia-pytriton wheel (explicit model control) over an
   initially empty model repository; tests create models under names of their own.
 """
@@ -13,10 +14,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import subprocess
+
 import pytest
 
+from tengen.gtp.gnugo import find_gnugo
 from tengen.infra.broker import LocalBroker
 from tengen.infra.triton import LocalTriton, ModelRepository
+
+
+@pytest.fixture(scope="session")
+def gnugo() -> str:
+    """GNU Go's path, installed with the Makefile's target when it is missing."""
+    if find_gnugo() is None:
+        subprocess.run(["make", "-C", str(Path(__file__).resolve().parent.parent), "gnugo"], check=True)
+    path = find_gnugo()
+    assert path is not None, "make gnugo did not install gnugo"
+    return path
 
 
 @pytest.fixture(scope="session")

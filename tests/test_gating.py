@@ -31,7 +31,8 @@ from torch import nn
 
 from services.gating.decision import Score, decide, sprt_bounds, sprt_llr
 from services.gating.ledger import DECISION_FIELDS, DecisionLog, MatchFile, append_line, read_lines
-from services.gating.service import GatingService, candidate_player, version_player
+from services.gating.service import GatingService, candidate_player
+from tengen.ratings.records import version_player
 from tengen.config import Config, load_config
 from tengen.data.candidates import CandidateAnnouncement
 from tengen.go.board import BLACK, WHITE

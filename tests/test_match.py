@@ -4,7 +4,6 @@ GTP client; the summary's statistics."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,7 +11,6 @@ import pytest
 import torch
 
 from tengen.cli import main
-from tengen.commands.eval import find_gnugo
 from tengen.go.passalive import final_score, result_string
 from tengen.go.sgf import read_game, replay
 from tengen.gtp.client import CommandFailed, EngineDied, EngineTimeout, GtpClient
@@ -45,16 +43,6 @@ for line in sys.stdin:
     else:
         print("= \\n", flush=True)
 """
-
-
-@pytest.fixture(scope="module")
-def gnugo() -> str:
-    """GNU Go's path, installed with the Makefile's target when it is missing."""
-    if find_gnugo() is None:
-        subprocess.run(["make", "-C", str(ROOT), "gnugo"], check=True)
-    path = find_gnugo()
-    assert path is not None, "make gnugo did not install gnugo"
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -108,6 +108,15 @@ def run_dir(tmp_path: Path) -> Path:
     (tmp_path / "gating" / "decisions.jsonl").write_text(text)
     for version in (1, 2):
         (tmp_path / "models" / "tengen" / str(version)).mkdir(parents=True)
+    (tmp_path / "models" / "tengen" / "2" / "model.pt.json").write_text(json.dumps({"samples_seen": 1500}))
+    (tmp_path / "strength").mkdir()
+    result = {"version": 1, "player": "tengen-v1", "training_samples": 0, "opponent": "gnugo-l1", "level": 1,
+              "games": 10, "wins": 0, "losses": 10, "draws": 0, "score_rate": 0.0, "rate_low": 0.0,
+              "rate_high": 0.28, "visits": 100, "board_size": 7, "komi": 9.0, "time": "2026-11-24T12:00:00+00:00"}
+    newer = dict(result, version=2, player="tengen-v2", training_samples=1500, wins=3, losses=6, draws=1,
+                 score_rate=0.35, rate_low=0.15, rate_high=0.62)
+    (tmp_path / "strength" / "results.jsonl").write_text(
+        json.dumps(result) + "\n" + json.dumps(newer) + "\n" + '{"version": 3, "pla')
     return tmp_path
 
 
@@ -125,6 +134,8 @@ def test_status_reads_the_data_dir(run_dir: Path) -> None:
     assert status.samples == 2000
     assert status.version == 2
     assert status.gating is not None and status.gating["promoted_version"] == 2
+    assert status.served_samples == 1500  # Triton unknown: the newest version's sidecar
+    assert [(r.version, r.opponent, r.wins) for r in status.strength] == [(2, "gnugo-l1", 3)]
     assert status.games_played is None and status.leaders is None and status.serving is None
 
     # The id log is read incrementally: a new game is counted once.
@@ -141,16 +152,17 @@ def test_status_reads_the_data_dir(run_dir: Path) -> None:
     assert "681 rows used of 1,000 ever" in screen
     assert "2,000 samples" in screen
     assert "candidate-000000002000 6-2 of 8: promoted as v2 (6 wins >= 4)" in screen
-    assert "version 2" in screen
+    assert "version 2 (1.5k samples, 500 behind the trainer)" in screen
+    assert "v2 (1.5k samples), 100 visits: gnugo-l1 3-6-1 = 0.35 [0.15, 0.62]" in screen
     assert "1. v2 +35 (16 games)  2. v1 -35 (16 games)" in screen
     line = render_line(status)
     assert "\n" not in line
     assert line.startswith("[0:02:05 of 0:10:00] games - played, 3 ingested")
     assert "window 681/1,000 rows" in line and "version 2" in line and "top: v2 +35" in line
     assert "not up: trainer" in line
-    status.serving = 1
-    assert "version 1 serving, 2 loading" in render_screen(status, "t")
-    assert "| version 1 serving, 2 loading |" in render_line(status)
+    status.serving, status.served_samples = 1, 0
+    assert "version 1 serving, 2 loading (0 samples, 2.0k behind the trainer)" in render_screen(status, "t")
+    assert "| version 1 serving, 2 loading (0 samples, 2.0k behind the trainer) |" in render_line(status)
 
 
 def test_status_of_an_empty_data_dir(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from tengen.go import features, passalive
-from tengen.go.board import Board
-from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
+from tengen.go.board import WHITE, Board
+from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, PREV_PASS_1
 from tengen.search.mcts import NNCache, Tree, backup_batch, expected_atan, select_batch
 from tengen.search.search import prune_visits, read_result, run
 
@@ -118,6 +118,49 @@ def test_visit_counts_add_up_with_leaves_in_flight() -> None:
     assert children["visits"].sum() == 299  # every playout but the root's own evaluation
     assert children["num_legal"] == 82
     assert max(len(b[0]) for b in evaluator.batches) == 16
+
+
+class PassHappy:
+    """A net that loves passing first and never thinks of passing back: pass logit +4 when the
+    last move was not a pass, -6 when it was; every point 0; no idea who is winning."""
+
+    def evaluate(self, spatial: np.ndarray, global_inputs: np.ndarray) -> dict[str, np.ndarray]:
+        n, _, h, w = spatial.shape
+        policy = np.zeros((n, h * w + 1), np.float32)
+        policy[:, h * w] = np.where(global_inputs[:, PREV_PASS_1] > 0, -6.0, 4.0)
+        return {"policy": policy, "value": np.zeros((n, 3), np.float32), "score": np.zeros((n, 2), np.float32),
+                "ownership": np.zeros((n, h, w), np.float32)}
+
+
+@pytest.mark.parametrize("visits", [8, 16, 32, 64])
+def test_a_pass_that_lets_the_opponent_end_the_game_is_valued_as_that_end(visits: int) -> None:
+    # White to move; Black's lone stone owns the whole empty 7x7 board by area: if White passes,
+    # Black passes back and wins by 49 - 7.5. The net puts 0.98 on White's pass and almost
+    # nothing on Black's pass back, so a search that values the node after White's pass by the
+    # net alone (value 0) never reaches Black's winning reply and passes.
+    board = Board.from_diagram("""
+. . . . . . .
+. . . . . . .
+. . . . . . .
+. . . X . . .
+. . . . . . .
+. . . . . . .
+. . . . . . .
+""", komi=7.5, to_move=WHITE)
+    after = board.copy()
+    after.play(board.pass_move)
+    after.play(board.pass_move)
+    assert passalive.final_score(after) == 49 - 7.5
+    tree = Tree(NNCache(1000, 49), seed=3)
+    result = run(board, PassHappy(), visits, tree=tree, leaves_per_batch=1)
+    pass_index = 49
+    visited = dict(zip(result.moves.tolist(), result.visits.tolist()))
+    utility = dict(zip(result.moves.tolist(), result.utility.tolist()))
+    if visited[pass_index] == 1:
+        # White's utility after its pass is the terminal loss, -1 - c_score (2/pi) atan(41.5 / 7),
+        # not the net's 0. (Later visits also average in Black's other replies, valued 0.)
+        assert utility[pass_index] == pytest.approx(-1 - 0.5 * 2 / math.pi * math.atan(41.5 / 7), abs=0.05)
+    assert result.best_move() != pass_index
 
 
 @pytest.mark.parametrize("leaves", [1, 8])

@@ -39,7 +39,6 @@ ones are on disk), nothing is committed that is not decided.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -53,7 +52,7 @@ from services.gating.decision import Score, Verdict, decide
 from services.gating.ledger import DecisionLog, MatchFile, check_candidate_name
 from tengen.config import Config
 from tengen.data.candidates import CandidateAnnouncement
-from tengen.gtp.match import Reporter, ServiceReporter, StoreReporter
+from tengen.gtp.match import Reporter, ratings_reporter
 from tengen.infra.health import HealthServer
 from tengen.infra.kafka import (
     CANDIDATES_TOPIC,
@@ -74,7 +73,6 @@ from tengen.infra.promotion import (
     validate_export,
 )
 from tengen.infra.triton import (
-    EXPORT_FILENAME,
     ModelRepository,
     TritonError,
     TritonEvaluator,
@@ -84,8 +82,8 @@ from tengen.infra.triton import (
     render_config,
     wait_version_ready,
 )
-from tengen.ratings.config import client_token, store_url
-from tengen.ratings.records import GameReport, PlayerInfo, RatingsError
+from tengen.nn.export import export_samples
+from tengen.ratings.records import GameReport, PlayerInfo, RatingsError, version_player
 from tengen.search.match import MatchGameResult, MatchRunner, MatchSettings
 
 log = logging.getLogger("services.gating")
@@ -99,11 +97,6 @@ READY_WAIT_S = 30.0  # waiting for the opponent to be READY before a retry (whic
 EVAL_RETRY_S = 120.0  # a Triton outage longer than this ends the match attempt (retried later)
 REPORT_CHUNK = 500  # games per ratings report
 CANDIDATE_SCAN = 64  # announcements read at once, to see whether newer candidates wait (skip_superseded)
-
-
-def version_player(model: str, version: int) -> str:
-    """The ratings name of a model version (the one `tengen eval` uses)."""
-    return f"{model}-v{version}"
 
 
 def candidate_player(model: str, candidate: str) -> str:
@@ -387,10 +380,7 @@ class GatingService:
     # -- ratings --------------------------------------------------------------------------------
 
     def _make_reporter(self) -> Reporter:
-        ratings = self.config.ratings
-        if ratings.url:
-            return ServiceReporter(ratings.url, ratings.token or client_token(None, self.data_dir))
-        return StoreReporter(store_url(self.data_dir, ratings.database_url or None))
+        return ratings_reporter(self.config.ratings, self.data_dir)
 
     def _report_pending(self, force: bool = False) -> None:
         """Report every decided match not yet in ratings (with backoff while ratings is down)."""
@@ -444,13 +434,7 @@ class GatingService:
 
     def _version_samples(self, version: int) -> int | None:
         """samples_seen from a repository version's sidecar."""
-        try:
-            meta = json.loads((self.repository.model_dir(self.model) / str(version) / f"{EXPORT_FILENAME}.json")
-                              .read_text())
-        except (OSError, ValueError):
-            return None
-        samples = meta.get("samples_seen") if isinstance(meta, dict) else None
-        return samples if isinstance(samples, int) and samples >= 0 else None
+        return export_samples(self.repository.export_path(self.model, version))
 
 
 def _score(results: list[MatchGameResult]) -> Score:

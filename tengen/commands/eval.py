@@ -14,25 +14,13 @@ GNU Go is Debian's `gnugo` package: `make gnugo` installs it with apt-get when i
 from __future__ import annotations
 
 import argparse
-import json
-import shlex
-import shutil
 import sys
 from pathlib import Path
 
 from tengen.commands.gtp import add_engine_arguments
 from tengen.commands.match import add_game_arguments, play_match
-
-GNUGO_LEVELS = range(0, 11)
-DEBIAN_GNUGO = "/usr/games/gnugo"  # Debian's package installs here, often off PATH
-INSTALL_HINT = (
-    "GNU Go is not installed. Install it with `make gnugo` (runs apt-get install gnugo when it is "
-    "missing), or on Debian/Ubuntu `sudo apt-get install gnugo`, or pass --gnugo PATH."
-)
-
-
-def anchor_name(level: int) -> str:
-    return f"gnugo-l{level}"
+from tengen.ratings.records import version_player
+from tengen.gtp.gnugo import GNUGO_LEVELS, INSTALL_HINT, anchor_name, find_gnugo, gnugo_command, model_command
 
 
 def model_name(args: argparse.Namespace) -> str:
@@ -41,10 +29,10 @@ def model_name(args: argparse.Namespace) -> str:
     if args.name:
         return args.name
     if args.triton:
-        return f"{args.model}-v{args.model_version}" if args.model_version else args.model
+        return version_player(args.model, args.model_version) if args.model_version else args.model
     path = Path(args.model)
     if path.parent.name.isdigit() and path.parent.parent.name:
-        return f"{path.parent.parent.name}-v{path.parent.name}"
+        return version_player(path.parent.parent.name, int(path.parent.name))
     return path.stem
 
 
@@ -52,34 +40,15 @@ def training_samples(args: argparse.Namespace) -> int | None:
     """samples_seen from the export's sidecar (None through Triton or without a sidecar)."""
     if args.triton:
         return None
-    from tengen.nn.export import sidecar_path
+    from tengen.nn.export import export_samples
 
-    try:
-        value = json.loads(sidecar_path(args.model).read_text()).get("samples_seen")
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, int) and value >= 0 else None
-
-
-def find_gnugo(explicit: str | None = None) -> str | None:
-    """The gnugo binary: `explicit`, else gnugo on PATH, else Debian's /usr/games/gnugo."""
-    if explicit:
-        return explicit if Path(explicit).is_file() else None
-    found = shutil.which("gnugo")
-    if found:
-        return found
-    return DEBIAN_GNUGO if Path(DEBIAN_GNUGO).is_file() else None
+    return export_samples(args.model)
 
 
 def engine_command(args: argparse.Namespace) -> str:
     """The `tengen gtp` command line for the model, run by this Python."""
-    argv = [sys.executable, "-m", "tengen.cli", "gtp", "--model", str(args.model),
-            "--visits", str(args.visits), "--threads", str(args.threads), "--name", model_name(args)]
-    if args.triton:
-        argv += ["--triton", args.triton]
-    if args.model_version:
-        argv += ["--model-version", str(args.model_version)]
-    return shlex.join(argv)
+    return model_command(str(args.model), args.visits, args.threads, model_name(args), triton=args.triton,
+                         model_version=args.model_version)
 
 
 def _gnugo(args: argparse.Namespace) -> int:
@@ -93,12 +62,7 @@ def _gnugo(args: argparse.Namespace) -> int:
         print(f"error: no exported model at {args.model}", file=sys.stderr)
         return 2
     ours = EngineSpec(model_name(args), engine_command(args), "model", training_samples(args))
-    anchor = EngineSpec(
-        anchor_name(args.level),
-        shlex.join([gnugo, "--mode", "gtp", "--level", str(args.level), "--chinese-rules",
-                    "--capture-all-dead"]),
-        "anchor",
-    )
+    anchor = EngineSpec(anchor_name(args.level), gnugo_command(gnugo, args.level), "anchor")
     return play_match(args, ours, anchor, source="eval-gnugo")
 
 

@@ -21,12 +21,14 @@ import logging
 import math
 import re
 import secrets
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from tengen.config import RatingsConfig
 from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.passalive import final_score, result_string
 from tengen.go.rules import IllegalMoveError, Rules
@@ -123,6 +125,16 @@ class ServiceReporter:
 
     def close(self) -> None:
         self.client.close()
+
+
+def ratings_reporter(ratings: RatingsConfig, data_dir: Path) -> Reporter:
+    """Where a service reports its games: the ratings service at `ratings.url` (token from the
+    config, the environment or the data dir), else the store in the data dir (or database_url)."""
+    from tengen.ratings.config import client_token, store_url
+
+    if ratings.url:
+        return ServiceReporter(ratings.url, ratings.token or client_token(None, data_dir))
+    return StoreReporter(store_url(data_dir, ratings.database_url or None))
 
 
 def parse_engine_score(text: str) -> float | None:
@@ -402,7 +414,8 @@ class Match:
         except Exception as error:  # keep playing; these games are sent again with the next one
             log.error("ratings report failed (%d games pending): %s", len(self._pending), error)
 
-    def run(self) -> MatchSummary:
+    def run(self, stop: threading.Event | None = None) -> MatchSummary:
+        """Plays the games in order; with `stop`, no new game starts once it is set."""
         s = self.settings
         if s.sgf_dir is not None:
             s.sgf_dir.mkdir(parents=True, exist_ok=True)
@@ -410,6 +423,8 @@ class Match:
         outcomes: list[GameOutcome] = []
         try:
             for number in range(1, s.games + 1):
+                if stop is not None and stop.is_set():
+                    break
                 result, sgf = self.play_game(number)
                 if s.sgf_dir is not None:
                     result.sgf_path = s.sgf_dir / f"{self.match_id}-{number:03d}.sgf"

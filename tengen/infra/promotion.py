@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tengen.infra.kafka import ReliableProducer, announce_model
-from tengen.infra.triton import EXPORT_FILENAME, ModelRepository, TritonError, TritonEvaluator, promote
+from tengen.infra.triton import ModelRepository, TritonError, TritonEvaluator, promote
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def promoted_version(repository: ModelRepository, model: str, export: Path, newe
     None. (Versions are written complete or not at all, so a match is a finished write.)"""
     want = file_digest(export)
     for version in repository.versions(model):
-        served = repository.model_dir(model) / str(version) / EXPORT_FILENAME
+        served = repository.export_path(model, version)
         if version > newer_than and served.is_file() and file_digest(served) == want:
             return version
     return None

@@ -127,6 +127,12 @@ def _write_file_atomic(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+def version_export_path(root: str | os.PathLike[str], name: str, version: int) -> Path:
+    """Where a repository at `root` keeps the export of a model's version (read-only callers
+    use this without opening the repository)."""
+    return Path(root) / _check_name(name) / str(version) / EXPORT_FILENAME
+
+
 class ModelRepository:
     """A Triton model repository on a local file system."""
 
@@ -179,6 +185,10 @@ class ModelRepository:
     def latest_version(self, name: str) -> int | None:
         versions = self.versions(name)
         return versions[-1] if versions else None
+
+    def export_path(self, name: str, version: int) -> Path:
+        """The TorchScript export of a version (its sidecar is this path + `.json`)."""
+        return version_export_path(self.root, name, version)
 
     @contextlib.contextmanager
     def _lock(self, name: str) -> Iterator[None]:

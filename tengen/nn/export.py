@@ -53,6 +53,15 @@ def sidecar_path(path: str | os.PathLike[str]) -> Path:
     return Path(f"{os.fspath(path)}.json")
 
 
+def export_samples(path: str | os.PathLike[str]) -> int | None:
+    """samples_seen from an export's sidecar; None when the sidecar is missing or has none."""
+    try:
+        value = json.loads(sidecar_path(path).read_text()).get("samples_seen")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and value >= 0 else None
+
+
 def export_model(
     model: KataGoNet, path: str | os.PathLike[str], samples_seen: int, extra: dict[str, Any] | None = None
 ) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 Start order (stop is the reverse, so producers stop before what they feed):
   broker (Tansu, memory only: topics are created and the current model version is announced on
   every start) -> Triton (the data dir's model repository) -> ratings (SQLite in the data dir) ->
-  trainer -> gating -> selfplay workers.
+  trainer -> gating -> strength (GNU Go) -> selfplay workers.
 Every service gets its settings from the environment (TENGEN_DATA_DIR, TENGEN_KAFKA_BOOTSTRAP,
 TENGEN_TRITON_URL, TENGEN_RATINGS_URL, TENGEN_RATINGS_TOKEN) and the preset by flag; its output
 goes to `<data_dir>/logs/<name>.log`. Everything durable lives in the data dir, so a second run on
@@ -46,6 +46,7 @@ LOCK_FILE = "run.lock"
 TRAINER_HTTP_PORT = 8071
 SELFPLAY_HTTP_PORT = 8072
 GATING_HTTP_PORT = 8073
+STRENGTH_HTTP_PORT = 8074
 
 
 class RunError(RuntimeError):
@@ -63,6 +64,7 @@ class Endpoints:
     ratings_http: str
     trainer_http: str
     gating_http: str
+    strength_http: str
     selfplay_http: list[str] = field(default_factory=list)
 
 
@@ -174,11 +176,13 @@ class LocalRun:
                              metrics_port=ports.pick(cfg.triton.metrics_port), log_path=self.logs / "triton.log")
         ratings_grpc, ratings_http = ports.pick(cfg.ratings.grpc_port), ports.pick(cfg.ratings.http_port)
         trainer_http, gating_http = ports.pick(TRAINER_HTTP_PORT), ports.pick(GATING_HTTP_PORT)
+        strength_http = ports.pick(STRENGTH_HTTP_PORT)
         selfplay_http = [ports.pick(SELFPLAY_HTTP_PORT if k == 0 else None) for k in range(opts.workers)]
         self.endpoints = Endpoints(
             kafka=broker.bootstrap, triton_grpc=triton.grpc_url, triton_http=triton.http_url,
             ratings_grpc=f"127.0.0.1:{ratings_grpc}", ratings_http=f"http://127.0.0.1:{ratings_http}",
             trainer_http=f"http://127.0.0.1:{trainer_http}", gating_http=f"http://127.0.0.1:{gating_http}",
+            strength_http=f"http://127.0.0.1:{strength_http}",
             selfplay_http=[f"http://127.0.0.1:{p}" for p in selfplay_http],
         )
         env = self._service_env(token)
@@ -198,6 +202,8 @@ class LocalRun:
             service("trainer", "services.trainer", *preset, "--http-port", str(trainer_http), grace_s=60.0),
             # A promotion under way (load and warm-up in Triton: ~30 s on a busy 2-core box) finishes.
             service("gating", "services.gating", *preset, "--http-port", str(gating_http), grace_s=90.0),
+            # The game against GNU Go in progress finishes (seconds at the presets' visits).
+            service("strength", "services.strength", *preset, "--http-port", str(strength_http), grace_s=60.0),
         ]
         children += [service(f"selfplay-{k}", "services.selfplay", *preset, "--worker-id", str(k),
                              "--http-port", str(port)) for k, port in enumerate(selfplay_http)]

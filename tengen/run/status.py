@@ -10,6 +10,10 @@ Sources, none of them a new API:
 - the last line of `<data_dir>/gating/decisions.jsonl`: the last gating decision.
 - the model repository and Triton's repository index: the newest version, and the newest one Triton
   reports ready (a promotion writes the version first and loads it after, ~30 s on a CPU box).
+- the served version's export sidecar: the samples it was trained on, so the lag behind the
+  trainer (samples trained minus the served version's) shows how fresh self-play's net is.
+- `<data_dir>/strength/results.jsonl` (tengen.gtp.strength): the newest version's results against
+  GNU Go.
 - the ratings service over gRPC: the top of the leaderboard.
 Anything that cannot be read right now shows as "-" (a service still starting is no error).
 """
@@ -29,7 +33,9 @@ from typing import Any
 from tengen.config import Config
 from tengen.data.candidates import CANDIDATES_DIR
 from tengen.data.window import IDS, MANIFEST, window_size
-from tengen.infra.triton import data_dir_repository
+from tengen.gtp.strength import StrengthResult, latest_results
+from tengen.infra.triton import data_dir_repository, version_export_path
+from tengen.nn.export import export_samples
 from tengen.run.supervisor import ChildState
 
 DECISIONS_FILE = Path("gating") / "decisions.jsonl"
@@ -61,6 +67,8 @@ class Status:
     latest_candidate: str | None = None
     version: int | None = None  # newest in the repository
     serving: int | None = None  # newest that Triton reports ready (None: not known)
+    served_samples: int | None = None  # training samples of the version self-play plays
+    strength: list[StrengthResult] = field(default_factory=list)  # newest measured version vs GNU Go
     gating: dict[str, Any] | None = None
     leaders: list[LeaderRow] | None = None  # None: ratings not reachable
     events: list[str] = field(default_factory=list)
@@ -128,6 +136,11 @@ class StatusReader:
         status.gating = last_json_line(self.data_dir / DECISIONS_FILE)
         status.version = data_dir_repository_latest(self.data_dir, self.config.run.model_name)
         status.serving = self._read_serving()
+        served = status.serving if status.serving is not None else status.version
+        if served is not None:
+            status.served_samples = export_samples(
+                version_export_path(data_dir_repository(self.data_dir), self.config.run.model_name, served))
+        status.strength = latest_results(self.data_dir)
         if self.trainer_metrics:
             samples = scrape(self.trainer_metrics).get("tengen_trainer_samples")
             if samples is not None:
@@ -257,8 +270,34 @@ def format_leaders(leaders: list[LeaderRow] | None) -> str:
 
 def format_version(status: Status) -> str:
     if status.serving is not None and status.version is not None and status.serving < status.version:
-        return f"{status.serving} serving, {status.version} loading"
-    return _n(status.version)
+        text = f"{status.serving} serving, {status.version} loading"
+    else:
+        text = _n(status.version)
+    if status.served_samples is not None:
+        text += f" ({si_count(status.served_samples)} samples"
+        if status.samples is not None:
+            text += f", {si_count(max(0, status.samples - status.served_samples))} behind the trainer"
+        text += ")"
+    return text
+
+
+def si_count(value: int) -> str:
+    """12345 -> 12.3k, 2500000 -> 2.50M: counts short enough for one status line."""
+    if value >= 1_000_000:
+        return f"{value / 1e6:.2f}M"
+    if value >= 1_000:
+        return f"{value / 1e3:.1f}k"
+    return str(value)
+
+
+def format_strength(results: list[StrengthResult]) -> str:
+    if not results:
+        return "not measured yet"
+    first = results[0]
+    samples = "" if first.training_samples is None else f" ({si_count(first.training_samples)} samples)"
+    return f"v{first.version}{samples}, {first.visits} visits: " + ", ".join(
+        f"{r.opponent} {r.wins}-{r.losses}-{r.draws} = {r.score_rate:.2f} [{r.rate_low:.2f}, {r.rate_high:.2f}]"
+        for r in results)
 
 
 def _services(states: list[ChildState]) -> str:
@@ -294,6 +333,7 @@ def render_screen(status: Status, title: str, footer: list[str] | None = None) -
         f"  candidates  {candidates}",
         f"  last gating {format_gating(status.gating)}",
         f"  model       version {format_version(status)}",
+        f"  vs GNU Go   {format_strength(status.strength)}",
         f"  leaderboard {format_leaders(status.leaders)}",
     ]
     if footer:
@@ -311,5 +351,6 @@ def render_line(status: Status) -> str:
     top = "-" if leaders is None else f"{leaders[0].name} {leaders[0].elo:+.0f}" if leaders else "none rated yet"
     return (f"[{_elapsed(status)}] games {_n(status.games_played)} played, {_n(status.games_ingested)} ingested | "
             f"window {_n(status.window_rows)}/{_n(status.rows_total)} rows | samples {_n(status.samples)} | "
-            f"candidates {status.candidates} | version {format_version(status)} | gating: {gating} | top: {top}"
+            f"candidates {status.candidates} | version {format_version(status)} | gating: {gating} | "
+            f"GNU Go: {format_strength(status.strength)} | top: {top}"
             + (f" | not up: {', '.join(down)}" if down else ""))

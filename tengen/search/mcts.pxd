@@ -48,5 +48,7 @@ cdef struct Node:
     double term_w
     double term_l
     double term_s
+    double pass_end_s          # after a pass: the score (Black's view) if the mover passes too
+    unsigned char pass_ends    # the mover can end the game by passing (the last move was a pass)
     unsigned char pla          # player to move at this node
     unsigned char state

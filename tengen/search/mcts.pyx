@@ -26,6 +26,11 @@ Search (paper §5.1-5.4):
   t = (2/pi) atan(m) and s, m = (mu - x0) / B, s = sigma / B (see `expected_atan`).
 - Terminal nodes (two passes, or every point pass-alive: the provably-safe early end of §6.2.3) are
   scored by tengen.go.passalive under the game's rules and keep that exact value.
+- A node reached by a pass is valued at least what its mover gets by passing back (the game ends
+  with the rules engine's score): the net's value when better for the mover, else that terminal
+  value. Without this a search of a few dozen visits sees a pass only through the net's value of
+  the position after it, rarely reaches the reply that ends the game, and learns to pass away
+  games (the pass collapse of small visit counts: one side passes early, the other passes back).
 
 The NN cache (`NNCache`, bounded LRU, shared by any number of trees) maps a key of the position
 hash, player to move, simple-ko point, the last five moves, rules, komi and board size to the
@@ -1156,6 +1161,9 @@ cdef class Tree:
         if ni != self.root and self.scratch.passes >= 2:
             self._set_terminal(ni)
             return PLAYOUT_DONE
+        if ni != self.root and self.scratch.passes == 1:
+            self.nodes[ni].pass_ends = True
+            self.nodes[ni].pass_end_s = final_score_c(self.scratch, self.katago_scoring)
         key = self._position_key()
         e = self.cache.lookup(key)
         if e >= 0:
@@ -1197,7 +1205,7 @@ cdef class Tree:
     cdef void _expand(self, int ni, double w, double l, double mu, double sigma) noexcept nogil:
         """Make ni expanded (its edge priors are set) and back up its evaluation (mover's view)."""
         cdef Node* n = &self.nodes[ni]
-        cdef double wb, lb, mb
+        cdef double wb, lb, mb, u, tw, tu
         if n.pla == C_BLACK:
             wb = w
             lb = l
@@ -1213,7 +1221,13 @@ cdef class Tree:
                 self.x0_known = True
         n.state = NODE_EXPANDED
         self._next_candidate(ni)
-        self._add_value(ni, self._utility(wb, lb, mb, sigma), wb, lb, mb, mb * mb + sigma * sigma)
+        u = self._utility(wb, lb, mb, sigma)
+        if n.pass_ends:  # the mover may pass back and end the game: value at least that
+            tw = 1.0 if n.pass_end_s > 0 else (0.5 if n.pass_end_s == 0 else 0.0)
+            tu = self._utility(tw, 1.0 - tw, n.pass_end_s, 0.0)
+            if (tu > u) if n.pla == C_BLACK else (tu < u):
+                u, wb, lb, mb, sigma = tu, tw, 1.0 - tw, n.pass_end_s, 0.0
+        self._add_value(ni, u, wb, lb, mb, mb * mb + sigma * sigma)
 
     cdef void _root_priors(self) noexcept nogil:
         """Keep the raw root policy, then apply the policy temperature and Dirichlet noise."""
