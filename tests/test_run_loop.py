@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tengen.gtp.strength import read_results
+
 TENGEN = str(Path(sys.executable).with_name("tengen"))
 PROMOTION_DEADLINE_S = 420  # from nothing to a promotion; about 2-4 minutes on the 2-core box
 STOP_DEADLINE_S = 240  # the services' grace periods add up to about this in the worst case
@@ -85,12 +87,14 @@ def _logs(data_dir: Path) -> str:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path) -> None:
+def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path, gnugo: str) -> None:
     data_dir = tmp_path / "run"
     out = tmp_path / "run1.out"
+    # The strength service measures version 1 against GNU Go levels 0 and 1 at once: 2 games each.
+    env = dict(_env(data_dir), TENGEN_STRENGTH__GAMES="2")
     with open(out, "wb") as sink:
         proc = subprocess.Popen([TENGEN, "run", "--preset", "tiny", "--data-dir", str(data_dir), "--duration", "15m",
-                                 "--status-every", "10"], stdout=sink, stderr=subprocess.STDOUT, env=_env(data_dir))
+                                 "--status-every", "10"], stdout=sink, stderr=subprocess.STDOUT, env=env)
     pids: dict[str, int] = {}
     killed: int | None = None  # the selfplay worker killed once games flow, to see it restarted
     try:
@@ -108,7 +112,7 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path) -> None
                 killed = pids["selfplay-0"]
                 os.kill(killed, signal.SIGKILL)
             promoted = [d for d in _decisions(data_dir) if d.get("promoted")]
-            if promoted and max(_versions(data_dir), default=0) >= 2:
+            if promoted and max(_versions(data_dir), default=0) >= 2 and len(read_results(data_dir)) >= 2:
                 break
         assert proc.poll() is None, f"tengen run exited early:\n{_tail(out)}\n{_logs(data_dir)}"
         assert promoted, f"no promotion within {PROMOTION_DEADLINE_S} s:\n{_tail(out)}\n{_logs(data_dir)}"
@@ -121,7 +125,7 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path) -> None
     assert code == 0, text[-6000:]
 
     # Every service ran, and each is gone now (no orphan holds the data dir).
-    for name in ("broker", "ratings", "trainer", "gating", "selfplay-0"):
+    for name in ("broker", "ratings", "trainer", "gating", "strength", "selfplay-0"):
         assert name in pids, f"{name} never reported a pid: {pids}"
     for name, pid in pids.items():
         with pytest.raises(ProcessLookupError):
@@ -155,6 +159,14 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path) -> None
     assert all(r["games"] > 0 for r in rated)
     names = {r["name"] for r in rated}
     assert {"tengen-v1", f"tengen-v{decision['promoted_version']}"} <= names, names
+
+    # Version 1 against GNU Go, measured by the run itself: in the results file and in ratings as
+    # games against the anchors.
+    results = read_results(data_dir)
+    assert [(r.version, r.opponent, r.games, r.board_size, r.komi) for r in results[:2]] == [
+        (1, "gnugo-l0", 2, 7, 9.0), (1, "gnugo-l1", 2, 7, 9.0)]
+    anchors = {r["name"]: r for r in board["ratings"] if r["kind"] == "anchor"}
+    assert {"gnugo-l0", "gnugo-l1"} <= set(anchors) and anchors["gnugo-l0"]["games"] >= 2
 
     # A second run on the same data dir continues from the promoted version and ends at --duration.
     version_before = max(_versions(data_dir))
