@@ -1,17 +1,23 @@
-"""The HTML page of the ratings service: leaderboard table and an Elo-over-training plot.
+"""The HTML page of the ratings service: leaderboard table and two Elo plots.
 
-The plot is an inline SVG drawn here (no JavaScript, no plotting library): each model version's
-rating against the training samples it had seen, with its confidence interval as a vertical bar.
+The plots are inline SVG drawn here (no JavaScript, no plotting library): each model version's
+rating with its confidence interval as a vertical bar, once against the training samples it had
+seen and once against wall-clock hours, with each rated anchor (GNU Go levels) as a dashed
+horizontal line so the loop's strength reads on a fixed scale.
 """
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from html import escape
 
 from tengen.ratings.book import History, Leaderboard, RatingRow
 
 WIDTH, HEIGHT = 760, 380
 LEFT, RIGHT, TOP, BOTTOM = 72, 24, 20, 52
+PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
 
 def nice_ticks(lo: float, hi: float, count: int = 6) -> list[float]:
@@ -38,55 +44,126 @@ def si(value: float) -> str:
     return f"{value:g}"
 
 
-def elo_plot(points: list[RatingRow]) -> str:
-    """SVG of rating (with interval bars) against training samples, or against version order
-    when some version has no training-sample count."""
+def rated(row: RatingRow) -> bool:
+    """Whether a row can be drawn: unrated rows carry NaN ratings, which would put NaN in the SVG."""
+    return row.rated and all(math.isfinite(v) for v in (row.elo, row.elo_low, row.elo_high))
+
+
+@dataclass(frozen=True)
+class Axis:
+    """The x position of each plotted version and how the x axis is labelled."""
+
+    label: str
+    values: list[float]  # one per point, in the points' order
+    tick_label: Callable[[float], str]
+    at_values: bool = False  # ticks at the values themselves (version order), not at round numbers
+
+
+def samples_axis(points: Sequence[RatingRow]) -> Axis:
+    """Training samples, or version order when some version has no training-sample count."""
+    counts = [p.training_samples for p in points if p.training_samples is not None]
+    if len(counts) == len(points):
+        return Axis("training samples", [float(c) for c in counts], si)
+    return Axis("model version (training order)", [float(i) for i in range(1, len(points) + 1)],
+                lambda x: f"{x:.0f}", at_values=True)
+
+
+def hours_axis(points: Sequence[RatingRow]) -> Axis:
+    """Wall-clock hours since the earliest version was first recorded by ratings."""
+    start = min(p.created_at for p in points)
+    hours = [(p.created_at - start).total_seconds() / 3600.0 for p in points]
+    return Axis("hours since the first model version", hours, lambda x: f"{x:g}")
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Data (x, Elo) to SVG pixels, padded so end points and intervals stay off the frame."""
+
+    x_lo: float
+    x_hi: float
+    y_lo: float
+    y_hi: float
+
+    @classmethod
+    def covering(cls, xs: Sequence[float], ys: Sequence[float]) -> Scale:
+        x_lo, x_hi, y_lo, y_hi = min(xs), max(xs), min(ys), max(ys)
+        x_pad = 0.04 * (x_hi - x_lo) if x_hi > x_lo else 1.0  # one x: no zero-width axis
+        y_pad = max(10.0, 0.05 * (y_hi - y_lo))
+        return cls(x_lo - x_pad, x_hi + x_pad, y_lo - y_pad, y_hi + y_pad)
+
+    def px(self, x: float) -> float:
+        return LEFT + (x - self.x_lo) / (self.x_hi - self.x_lo) * PLOT_W
+
+    def py(self, y: float) -> float:
+        return TOP + (self.y_hi - y) / (self.y_hi - self.y_lo) * PLOT_H
+
+
+def anchor_label(name: str) -> str:
+    """gnugo-l1 -> GNU Go level 1; other anchors keep their name."""
+    match = re.fullmatch(r"gnugo-l(\d+)", name)
+    return f"GNU Go level {match.group(1)}" if match else name
+
+
+def reference_anchors(board: Leaderboard) -> list[RatingRow]:
+    """The rated anchors (GNU Go levels and any other fixed reference), drawn as lines."""
+    return [r for r in board.ratings if r.kind == "anchor" and rated(r)]
+
+
+def elo_plot(
+    points: Sequence[RatingRow],
+    axis: Callable[[Sequence[RatingRow]], Axis] = samples_axis,
+    anchors: Sequence[RatingRow] = (),
+) -> str:
+    """SVG of each version's rating (with interval bars) against `axis`, and each anchor's rating
+    as a dashed horizontal line."""
+    points = [p for p in points if rated(p)]
     if not points:
         return '<p class="empty">No rated model versions yet.</p>'
-    by_samples = all(p.training_samples is not None for p in points)
-    xs = [float(p.training_samples) if by_samples else float(i) for i, p in enumerate(points, 1)]
-    x_label = "training samples" if by_samples else "model version (training order)"
-    x_lo, x_hi = min(xs), max(xs)
-    x_pad = 0.04 * (x_hi - x_lo) if x_hi > x_lo else 1.0  # keep end points off the frame
-    x_lo, x_hi = x_lo - x_pad, x_hi + x_pad
-    y_lo = min(p.elo_low for p in points)
-    y_hi = max(p.elo_high for p in points)
-    pad = max(10.0, 0.05 * (y_hi - y_lo))
-    y_lo, y_hi = y_lo - pad, y_hi + pad
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-
-    def px(x: float) -> float:
-        return LEFT + (x - x_lo) / (x_hi - x_lo) * plot_w
-
-    def py(y: float) -> float:
-        return TOP + (y_hi - y) / (y_hi - y_lo) * plot_h
-
+    anchors = [a for a in anchors if rated(a)]
+    x_axis = axis(points)
+    # The anchors' ratings are in the y range so their lines show however far the versions are.
+    scale = Scale.covering(
+        x_axis.values,
+        [p.elo_low for p in points] + [p.elo_high for p in points] + [a.elo for a in anchors],
+    )
+    px, py = scale.px, scale.py
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-        f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="Elo over training">',
-        f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#999"/>',
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="Elo against {escape(x_axis.label)}">',
+        f'<rect x="{LEFT}" y="{TOP}" width="{PLOT_W}" height="{PLOT_H}" fill="#fafafa" stroke="#999"/>',
     ]
-    for y in nice_ticks(y_lo, y_hi):
+    for y in nice_ticks(scale.y_lo, scale.y_hi):
         parts.append(
-            f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#e3e3e3"/>'
+            f'<line x1="{LEFT}" x2="{LEFT + PLOT_W}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#e3e3e3"/>'
             f'<text x="{LEFT - 6}" y="{py(y) + 4:.1f}" text-anchor="end" font-size="11">{y:g}</text>'
         )
-    x_ticks = nice_ticks(x_lo, x_hi) if by_samples else sorted(set(xs))
-    for x in x_ticks:
-        label = si(x) if by_samples else f"{int(x)}"
+    for tick in sorted(set(x_axis.values)) if x_axis.at_values else nice_ticks(scale.x_lo, scale.x_hi):
         parts.append(
-            f'<line x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{TOP + plot_h}" y2="{TOP + plot_h + 4}" stroke="#666"/>'
-            f'<text x="{px(x):.1f}" y="{TOP + plot_h + 17}" text-anchor="middle" font-size="11">{label}</text>'
+            f'<line x1="{px(tick):.1f}" x2="{px(tick):.1f}" y1="{TOP + PLOT_H}" y2="{TOP + PLOT_H + 4}" stroke="#666"/>'
+            f'<text x="{px(tick):.1f}" y="{TOP + PLOT_H + 17}" text-anchor="middle" font-size="11">'
+            f"{x_axis.tick_label(tick)}</text>"
         )
     parts.append(
-        f'<text x="{LEFT + plot_w / 2:.1f}" y="{HEIGHT - 10}" text-anchor="middle" font-size="12">{x_label}</text>'
-        f'<text transform="translate(16 {TOP + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle" '
+        f'<text x="{LEFT + PLOT_W / 2:.1f}" y="{HEIGHT - 10}" text-anchor="middle" font-size="12">{escape(x_axis.label)}</text>'
+        f'<text transform="translate(16 {TOP + PLOT_H / 2:.1f}) rotate(-90)" text-anchor="middle" '
         f'font-size="12">Elo</text>'
     )
-    line = " ".join(f"{px(x):.1f},{py(p.elo):.1f}" for x, p in zip(xs, points))
+    for a in anchors:
+        label = escape(anchor_label(a.name))
+        tip = escape(f"{a.name}: {a.elo:.0f} [{a.elo_low:.0f}, {a.elo_high:.0f}], {a.games} games")
+        parts.append(
+            f'<g class="anchor"><title>{tip}</title>'
+            f'<line x1="{LEFT}" x2="{LEFT + PLOT_W}" y1="{py(a.elo):.1f}" y2="{py(a.elo):.1f}" '
+            f'stroke="#b5523b" stroke-dasharray="6 4"/>'
+            f'<text x="{LEFT + PLOT_W - 4}" y="{py(a.elo) - 4:.1f}" text-anchor="end" font-size="11" '
+            f'fill="#b5523b">{label}</text></g>'
+        )
+    # Left to right: creation order need not follow training order.
+    ordered = sorted(zip(x_axis.values, points), key=lambda xp: xp[0])
+    line = " ".join(f"{px(v):.1f},{py(p.elo):.1f}" for v, p in ordered)
     parts.append(f'<polyline points="{line}" fill="none" stroke="#3a6ea5" stroke-width="1.5"/>')
-    for x, p in zip(xs, points):
-        cx = px(x)
+    for v, p in ordered:
+        cx = px(v)
         tip = escape(f"{p.name}: {p.elo:.0f} [{p.elo_low:.0f}, {p.elo_high:.0f}], {p.games} games")
         parts.append(
             f'<g class="version"><title>{tip}</title>'
@@ -99,17 +176,22 @@ def elo_plot(points: list[RatingRow]) -> str:
     return "\n".join(parts)
 
 
+def table_row(r: RatingRow) -> str:
+    # An unrated row's ratings are NaN: blank cells rather than "nan".
+    elo = f"<td>{r.elo:.0f}</td><td>{r.elo_low:.0f} &ndash; {r.elo_high:.0f}</td>" if rated(r) else "<td></td><td></td>"
+    samples = "" if r.training_samples is None else si(r.training_samples)
+    return (
+        f"<tr><td>{r.rank}</td><td>{escape(r.name)}</td><td>{escape(r.kind)}</td>{elo}"
+        f"<td>{r.games}</td><td>{r.wins}</td><td>{r.losses}</td><td>{r.draws}</td><td>{samples}</td></tr>"
+    )
+
+
 def render_page(board: Leaderboard, history: History) -> str:
     s = board.summary
     anchor = f"{escape(s.anchor)} = {s.anchor_elo:g}" if s.anchor else f"mean = {s.anchor_elo:g}"
-    rows = "\n".join(
-        f"<tr><td>{r.rank}</td><td>{escape(r.name)}</td><td>{escape(r.kind)}</td>"
-        f"<td>{r.elo:.0f}</td><td>{r.elo_low:.0f} &ndash; {r.elo_high:.0f}</td>"
-        f"<td>{r.games}</td><td>{r.wins}</td><td>{r.losses}</td><td>{r.draws}</td>"
-        f"<td>{'' if r.training_samples is None else si(r.training_samples)}</td></tr>"
-        for r in board.ratings
-    )
+    rows = "\n".join(table_row(r) for r in board.ratings)
     level = f"{s.confidence * 100:g}%"
+    anchors = reference_anchors(board)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>tengen ratings</title>
 <style>
@@ -124,7 +206,9 @@ td:nth-child(2), td:nth-child(3), th:nth-child(2), th:nth-child(3) {{ text-align
 <p class="note">Bayesian Elo over {s.total_games} games; prior {s.prior_draws:g} virtual draws;
 anchor {anchor}; intervals at {level}.</p>
 <h2>Elo over training</h2>
-{elo_plot(history.points)}
+{elo_plot(history.points, samples_axis, anchors)}
+<h2>Elo over wall-clock time</h2>
+{elo_plot(history.points, hours_axis, anchors)}
 <h2>Leaderboard</h2>
 <table>
 <tr><th>#</th><th>player</th><th>kind</th><th>Elo</th><th>{level} interval</th><th>games</th>
