@@ -224,6 +224,10 @@ def written_paths(workload: Workload, config: Config) -> list[PurePosixPath]:
         from services.gating.ledger import GATING_DIR
 
         return [data / GATING_DIR, repository_model]
+    if argv[:3] == ["python", "-m", "services.strength"]:
+        from tengen.gtp.strength import RESULTS_FILE, SGF_DIR
+
+        return [data / PurePosixPath(RESULTS_FILE.as_posix()), data / PurePosixPath(SGF_DIR.as_posix())]
     if argv[0].endswith("bootstrap-model.sh"):
         return [repository_model]
     return []

@@ -159,7 +159,8 @@ def test_every_variable_is_defined(env: dict[str, str]) -> None:
 
 def test_commands_name_existing_entry_points(compose: dict[str, Any], gpu_compose: dict[str, Any]) -> None:
     apps = app_workloads(compose)
-    assert {w.name for w in apps} >= {"trainer", "selfplay", "gating", "ratings", "model-init", "tensorboard"}
+    assert {w.name for w in apps} >= {"trainer", "selfplay", "gating", "strength", "ratings", "model-init",
+                                      "tensorboard"}
     for w in apps + app_workloads(gpu_compose):
         assert w.argv, f"{w.name}: no command (the image's default would run the trainer)"
         check_entry_point(w.argv)
@@ -210,7 +211,8 @@ def test_ports_and_health_checks_agree_with_the_code(compose: dict[str, Any]) ->
     trainer = services["trainer"]
     assert int(trainer["environment"]["TENGEN_TRAINER_HTTP_PORT"]) == trainer_port == healthcheck_port(trainer)
 
-    for name, env_name in (("selfplay", "TENGEN_SELFPLAY_HTTP_PORT"), ("gating", "TENGEN_GATING_HTTP_PORT")):
+    for name, env_name in (("selfplay", "TENGEN_SELFPLAY_HTTP_PORT"), ("gating", "TENGEN_GATING_HTTP_PORT"),
+                           ("strength", "TENGEN_STRENGTH_HTTP_PORT")):
         port = importlib.import_module(f"services.{name}.__main__").build_parser().parse_args([]).http_port
         assert int(services[name]["environment"][env_name]) == port == healthcheck_port(services[name]), name
         assert "ports" not in services[name], f"{name}: only its health check needs its port"
@@ -264,6 +266,17 @@ def test_volumes_persist_what_services_write_and_share_what_others_read(compose:
     # Gating promotes into that repository and reads the trainer's candidates.
     assert workload("gating", services["gating"]).mounts["/data/models"] == (volume_at("triton", triton_repo), False)
     assert workload("gating", services["gating"]).mounts["/data/candidates"] == (volume_at("trainer", "/data/candidates"), True)
+    # Strength reads the newest version from that repository, never writes it, and keeps its
+    # results and SGFs on a volume of its own.
+    strength = workload("strength", services["strength"])
+    assert strength.mounts["/data/models"] == (volume_at("triton", triton_repo), True), \
+        "strength only reads the repository"
+    from tengen.gtp.strength import RESULTS_FILE
+
+    results_dir = str(PurePosixPath("/data") / PurePosixPath(RESULTS_FILE.as_posix()).parent)
+    own = strength.mounts[results_dir]
+    assert not own[1] and all(own[0] != source for other, s in services.items() if other != "strength"
+                              for source, _ in workload(other, s).mounts.values()), f"{results_dir}: {own}"
     # TensorBoard reads the trainer's logs.
     logdir = services["tensorboard"]["command"][services["tensorboard"]["command"].index("--logdir") + 1]
     assert volume_at("tensorboard", logdir) == volume_at("trainer", "/data/tensorboard")
@@ -293,10 +306,12 @@ def test_start_order_waits_on_health_and_completion(compose: dict[str, Any]) -> 
     assert services["trainer"]["depends_on"]["kafka-init"]["condition"] == "service_completed_successfully"
     assert services["ratings"]["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert services["model-init"]["depends_on"]["triton"]["condition"] == "service_healthy"
-    # Selfplay and gating start once the model has a version; gating reports to a healthy ratings.
-    for name in ("selfplay", "gating"):
+    # Selfplay, gating and strength start once the model has a version; gating and strength report
+    # to a healthy ratings.
+    for name in ("selfplay", "gating", "strength"):
         assert services[name]["depends_on"]["model-init"]["condition"] == "service_completed_successfully"
-    assert services["gating"]["depends_on"]["ratings"]["condition"] == "service_healthy"
+    for name in ("gating", "strength"):
+        assert services[name]["depends_on"]["ratings"]["condition"] == "service_healthy"
 
 
 def test_selfplay_replicas_come_from_the_env_file(env: dict[str, str]) -> None:
@@ -314,3 +329,5 @@ def test_gpu_override_reserves_gpus_and_switches_backend_and_device(gpu_compose:
     assert services["trainer"]["environment"]["TENGEN_TRAINER_DEVICE"] == "cuda"
     assert services["trainer"]["build"]["args"]["TORCH_VARIANT"].startswith("cu")
     assert services["trainer"]["image"] != services["ratings"]["image"], "the CUDA trainer image has its own tag"
+    # Strength plays the model in-process on the CPU: no GPU, the CPU image.
+    assert "deploy" not in services["strength"] and services["strength"]["image"] == services["ratings"]["image"]

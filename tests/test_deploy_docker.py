@@ -169,6 +169,25 @@ def test_app_image_builds_extensions_and_pins_the_projects_torch() -> None:
     assert "gcc" not in runtime, "compilers stay in the builder stage"
 
 
+def test_app_image_installs_gnugo_for_the_strength_service() -> None:
+    """The strength service finds Debian's gnugo at DEBIAN_GNUGO (not on PATH); the runtime stage
+    installs the package the way hadolint accepts (no recommends, lists removed in the same layer)."""
+    from services.strength.__main__ import build_parser
+    from tengen.gtp.gnugo import DEBIAN_GNUGO
+
+    runtime = final_stage(DOCKERFILES[0])
+    installs = [i.args for i in runtime if i.keyword == "RUN" and re.search(r"apt-get install\b.*\bgnugo\b", i.args)]
+    assert len(installs) == 1, "the runtime stage installs Debian's gnugo"
+    (run,) = installs
+    assert "--no-install-recommends" in run and "rm -rf /var/lib/apt/lists/*" in run
+    assert run.index("apt-get update") < run.index("apt-get install") < run.index("rm -rf /var/lib/apt/lists/*")
+    assert DEBIAN_GNUGO == "/usr/games/gnugo" and f"{DEBIAN_GNUGO} --version" in run, \
+        "the build checks the binary where the service looks for it"
+    # Its health port is exposed with the other services'.
+    exposed = {int(port) for i in runtime if i.keyword == "EXPOSE" for port in i.args.split()}
+    assert build_parser().parse_args([]).http_port in exposed
+
+
 def test_triton_image_gives_the_python_backend_numpy_1_and_torch() -> None:
     args = dockerfile_args(DOCKERFILES[1])
     assert re.fullmatch(r"nvcr\.io/nvidia/tritonserver:24\.\d\d-py3", args["TRITON_IMAGE"])

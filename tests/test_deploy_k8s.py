@@ -54,7 +54,7 @@ VARIANTS = {  # name -> (overlay, components)
 POD_OWNERS = ("Deployment", "StatefulSet", "Job")
 # The pods each connection of the code must reach (their app.kubernetes.io/name).
 CONNECTION_PODS = {"kafka": "kafka", "triton": "triton", "ratings": "ratings", "database": "postgres"}
-APP_CONTAINERS = {"trainer", "selfplay", "gating", "ratings", "model-init", "tensorboard"}
+APP_CONTAINERS = {"trainer", "selfplay", "gating", "strength", "ratings", "model-init", "tensorboard"}
 _ADDRESS = re.compile(r"(?<![\w-])([a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9-]+)*):(\d{2,5})\b")
 _VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -288,11 +288,12 @@ def peer_matches(rule_peer: dict[str, Any], policy_namespace: str, source: Peer)
     return selects(rule_peer.get("podSelector", {}), labels)
 
 
-def port_matches(rule_ports: list[dict[str, Any]] | None, number: int, name: str | None) -> bool:
+def port_matches(rule_ports: list[dict[str, Any]] | None, number: int, name: str | None,
+                 protocol: str = "TCP") -> bool:
     if not rule_ports:
         return True
     for p in rule_ports:
-        if p.get("protocol", "TCP") != "TCP":
+        if p.get("protocol", "TCP") != protocol:
             continue
         port = p.get("port")
         if port is None or port == number or (name is not None and port == name) \
@@ -317,6 +318,60 @@ def ingress_allowed(m: Manifests, source: Peer, target: dict[str, Any], number: 
                     and port_matches(rule.get("ports"), number, name):
                 return True
     return False
+
+
+def policy_types(policy: dict[str, Any]) -> list[str]:
+    """A NetworkPolicy's types; without policyTypes, Ingress, plus Egress when it has egress rules."""
+    spec = policy["spec"]
+    return spec.get("policyTypes", ["Ingress", *(["Egress"] if "egress" in spec else [])])
+
+
+def egress_allowed(m: Manifests, source: dict[str, Any], target: Peer, number: int, name: str | None,
+                   protocol: str = "TCP") -> bool:
+    """Whether the policies let `source`'s pods open a connection to port `number` of `target`."""
+    labels = pod_labels(source)
+    policies = [p for p in m.of_kind("NetworkPolicy")
+                if "Egress" in policy_types(p)
+                and p["metadata"]["namespace"] == source["metadata"]["namespace"]
+                and selects(p["spec"]["podSelector"], labels)]
+    if not policies:
+        return True
+    for policy in policies:
+        for rule in policy["spec"].get("egress", []):
+            peers = rule.get("to") or []
+            if (not peers or any(peer_matches(p, policy["metadata"]["namespace"], target) for p in peers)) \
+                    and port_matches(rule.get("ports"), number, name, protocol):
+                return True
+    return False
+
+
+# Cluster DNS as most distributions run it (kube-dns or CoreDNS behind the kube-dns labels).
+KUBE_DNS = Peer.of("kube-dns", "kube-system", {"k8s-app": "kube-dns"})
+
+
+def egress_mismatches(m: Manifests, needed: set[tuple[str, str, int]]) -> list[str]:
+    """For each workload whose outgoing connections a policy restricts: every pod port in the
+    namespace whose egress verdict differs from what it needs, and DNS if it is blocked."""
+    owners = {o["metadata"]["name"]: o for o in m.pod_owners()}
+    restricted = [name for name, o in owners.items()
+                  if any("Egress" in policy_types(p) and selects(p["spec"]["podSelector"], pod_labels(o))
+                         for p in m.of_kind("NetworkPolicy"))]
+    wrong = []
+    for source_name in restricted:
+        source = owners[source_name]
+        for protocol in ("UDP", "TCP"):
+            if not egress_allowed(m, source, KUBE_DNS, 53, "dns", protocol):
+                wrong.append(f"{source_name} -> kube-dns:53/{protocol} blocked (egress)")
+        for target_name, target in owners.items():
+            peer = Peer.of(target_name, NAMESPACE, pod_labels(target))
+            for c in containers(target):
+                for p in c.get("ports", []):
+                    number = p["containerPort"]
+                    allowed = egress_allowed(m, source, peer, number, p.get("name"))
+                    if allowed != ((source_name, target_name, number) in needed):
+                        verdict = "allowed" if allowed else "blocked"
+                        wrong.append(f"{source_name} -> {target_name}:{number} {verdict} (egress)")
+    return sorted(wrong)
 
 
 # ==================================================================================================
@@ -465,7 +520,8 @@ def test_ports_and_probes_agree_with_the_code(manifests: Manifests) -> None:
     assert probe(triton, "readinessProbe") == ("/v2/health/ready", defaults.http_port)
     assert probe(triton, "livenessProbe") == probe(triton, "startupProbe") == ("/v2/health/live", defaults.http_port)
 
-    for name, env_name in (("selfplay", "TENGEN_SELFPLAY_HTTP_PORT"), ("gating", "TENGEN_GATING_HTTP_PORT")):
+    for name, env_name in (("selfplay", "TENGEN_SELFPLAY_HTTP_PORT"), ("gating", "TENGEN_GATING_HTTP_PORT"),
+                           ("strength", "TENGEN_STRENGTH_HTTP_PORT")):
         port = importlib.import_module(f"services.{name}.__main__").build_parser().parse_args([]).http_port
         c = container("Deployment", name, name)
         assert int(workload(m, name).env[env_name]) == port and workload(m, name).ports == {port}
@@ -504,6 +560,14 @@ def test_volumes_persist_what_services_write_and_share_what_others_read(manifest
     gating = workload(m, "gating")
     assert gating.mounts["/data/models"] == (models_volume, False)
     assert gating.mounts["/data/candidates"] == (trainer.mounts["/data/candidates"][0], True)
+    # Strength reads the newest version from that repository (read-only: it never writes there)
+    # and keeps its results on a claim of its own, mounted by no other pod.
+    strength = workload(m, "strength")
+    assert strength.mounts["/data/models"] == (models_volume, True), "strength only reads the repository"
+    results_volume, read_only = strength.mounts["/data/strength"]
+    assert results_volume.startswith("pvc/") and not read_only
+    assert all(results_volume not in (v for v, _ in w.mounts.values())
+               for _, w, _ in workloads(m) if w.name != "strength"), f"{m.variant}: {results_volume} is shared"
     # Volumes that pods of different workloads share must be ReadWriteMany where pods may land on
     # different nodes (the gpu overlay); the cpu overlay runs on one node, where RWO is enough.
     users: dict[str, set[str]] = {}
@@ -601,6 +665,10 @@ def test_selfplay_scales_on_cpu_and_gating_runs_alone(manifests: Manifests) -> N
     gating = m.get("Deployment", "gating")
     assert gating["spec"]["replicas"] == 1 and gating["spec"]["strategy"]["type"] == "Recreate", \
         "two gating pods would promote concurrently"
+    strength = m.get("Deployment", "strength")
+    assert strength["spec"]["replicas"] == 1 and strength["spec"]["strategy"]["type"] == "Recreate", \
+        "two strength pods would measure the same versions, on one ReadWriteOnce claim"
+    assert "nvidia.com/gpu" not in str(strength), "strength plays on the CPU"
 
 
 def needed_connections(m: Manifests) -> set[tuple[str, str, int]]:
@@ -648,7 +716,7 @@ def policy_mismatches(m: Manifests, needed: set[tuple[str, str, int]]) -> list[s
 def test_network_policies_allow_exactly_the_connections_the_workloads_make(manifests: Manifests) -> None:
     m = manifests
     needed = needed_connections(m)
-    wrong = policy_mismatches(m, needed)
+    wrong = policy_mismatches(m, needed) + egress_mismatches(m, needed)
     assert not wrong, f"{m.variant}: NetworkPolicies disagree with the configured connections:\n" + "\n".join(wrong)
     # The documented paths, spelt out: the database only from ratings, Triton only from its clients.
     sources_of = lambda server, port: {c for c, s, n in needed if (s, n) == (server, port)}  # noqa: E731
@@ -656,6 +724,22 @@ def test_network_policies_allow_exactly_the_connections_the_workloads_make(manif
     assert sources_of("triton", TritonConfig().grpc_port) == {"selfplay", "gating", "model-init"}
     assert sources_of("kafka", 9092) == {"kafka", "kafka-topics", "model-init", "trainer", "selfplay", "gating"}
     assert "trainer" not in sources_of("triton", TritonConfig().grpc_port) | sources_of("triton", TritonConfig().http_port)
+    # Strength reports to ratings' gRPC port, reaches nothing else of the namespace (egress), and
+    # Prometheus may scrape its /metrics.
+    from tengen.ratings.config import DEFAULT_GRPC_PORT
+
+    assert {(s, n) for c, s, n in needed if c == "strength"} == {("ratings", DEFAULT_GRPC_PORT)}
+    strength = m.get("Deployment", "strength")
+    reachable = {(t["metadata"]["name"], p["containerPort"]) for t in m.pod_owners() for c in containers(t)
+                 for p in c.get("ports", [])
+                 if egress_allowed(m, strength, Peer.of(t["metadata"]["name"], NAMESPACE, pod_labels(t)),
+                                   p["containerPort"], p.get("name"))}
+    assert reachable == {("ratings", DEFAULT_GRPC_PORT)}, f"{m.variant}: strength's egress reaches {sorted(reachable)}"
+    monitoring = Peer.of("prometheus", "monitoring", {"app.kubernetes.io/name": "prometheus"})
+    port = int(workload(m, "strength").env["TENGEN_STRENGTH_HTTP_PORT"])
+    assert ingress_allowed(m, monitoring, strength, port, "http")
+    trainer = Peer.of("trainer", NAMESPACE, pod_labels(m.get("StatefulSet", "trainer")))
+    assert not ingress_allowed(m, trainer, strength, port, "http")
 
 
 def test_network_policy_check_can_fail(rendered: dict[str, Manifests]) -> None:
@@ -670,6 +754,23 @@ def test_network_policy_check_can_fail(rendered: dict[str, Manifests]) -> None:
     assert ingress_allowed(loose, trainer, postgres, 5432, "postgres")
     assert policy_mismatches(m, needed_connections(m)) == []
     assert "trainer -> postgres:5432 allowed" in policy_mismatches(loose, needed_connections(loose))
+
+
+def test_egress_check_can_fail(rendered: dict[str, Manifests]) -> None:
+    """Dropping strength's DNS rule, or pointing its ratings rule at the HTTP port, is reported."""
+    m = rendered["cpu"]
+    assert egress_mismatches(m, needed_connections(m)) == []
+    no_dns = Manifests("no-dns", copy.deepcopy(m.docs))
+    rules = no_dns.get("NetworkPolicy", "strength-egress")["spec"]["egress"]
+    rules[:] = [r for r in rules if not any(p.get("port") == 53 for p in r.get("ports", []))]
+    assert "strength -> kube-dns:53/UDP blocked (egress)" in egress_mismatches(no_dns, needed_connections(no_dns))
+    wrong_port = Manifests("wrong-port", copy.deepcopy(m.docs))
+    for rule in wrong_port.get("NetworkPolicy", "strength-egress")["spec"]["egress"]:
+        for p in rule.get("ports", []):
+            if p["port"] == 50061:
+                p["port"] = 8061
+    assert egress_mismatches(wrong_port, needed_connections(wrong_port)) == [
+        "strength -> ratings:50061 blocked (egress)", "strength -> ratings:8061 allowed (egress)"]
 
 
 def test_kustomize_reports_a_broken_overlay(tmp_path: Path) -> None:

@@ -219,7 +219,13 @@ def _near(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
 
 
 class Heuristic(nn.Module):
-    """The export signature with hand-written Go knowledge (see the module docstring)."""
+    """The export signature with hand-written Go knowledge (see the module docstring). With
+    sign -1 its value and score are turned around: a net that steers its search towards the
+    opponent's lead, clearly weaker than a random net once the search stops passing games away."""
+
+    def __init__(self, sign: float = 1.0) -> None:
+        super().__init__()
+        self.sign = sign
 
     def forward(self, spatial: torch.Tensor, globals: torch.Tensor):  # noqa: A002
         b, _, h, w = spatial.shape
@@ -237,7 +243,7 @@ class Heuristic(nn.Module):
         logits = 4.0 * capture + 2.0 * rescue - 6.0 * eye + contact
         policy = torch.cat([(empty * logits - 30.0 * (1.0 - empty)).reshape(b, h * w),
                             torch.full((b, 1), -3.0)], dim=1)
-        lead = owner.sum(dim=(1, 2)) - globals[:, 5] * 15.0  # komi plane: komi / 15 for the mover
+        lead = self.sign * (owner.sum(dim=(1, 2)) - globals[:, 5] * 15.0)  # komi plane: komi / 15 for the mover
         value = torch.stack([lead * 0.5, -lead * 0.5, torch.full_like(lead, -10.0)], dim=1)
         score = torch.stack([lead, torch.full_like(lead, 3.0)], dim=1)
         return policy, value, score, owner
@@ -253,10 +259,10 @@ def _random_export(path: Path, seed: int, samples: int = 0) -> Path:
     return path
 
 
-def _heuristic_export(path: Path, samples: int) -> Path:
+def _heuristic_export(path: Path, samples: int, sign: float = 1.0) -> Path:
     """The Heuristic as an export: its TorchScript file with a real export's sidecar."""
     reference = _random_export(path.with_name(f"ref-{path.name}"), 0)
-    torch.jit.save(torch.jit.script(Heuristic()), str(path))
+    torch.jit.save(torch.jit.script(Heuristic(sign)), str(path))
     meta = json.loads(sidecar_path(reference).read_text())
     sidecar_path(path).write_text(json.dumps(meta | {"samples_seen": samples, "name": path.stem}))
     return path
@@ -381,7 +387,7 @@ def test_stronger_candidate_is_promoted_and_weaker_rejected(triton_server, kafka
 
         # A weaker candidate is rejected and leaves the repository exactly as it was.
         before = setup.snapshot()
-        weak = setup.offer(_random_export(tmp_path / "weak.pt", seed=7, samples=6000), 6000)
+        weak = setup.offer(_heuristic_export(tmp_path / "weak.pt", 6000, sign=-1.0), 6000)
         decision = setup.decided(weak)
         assert decision["promoted"] is False and decision["promoted_version"] is None
         assert decision["opponent_version"] == 2 and decision["wins"] < setup.config.gating.wins_to_pass
