@@ -17,6 +17,7 @@ from tengen.ratings.book import History, Leaderboard, RatingRow
 
 WIDTH, HEIGHT = 760, 380
 LEFT, RIGHT, TOP, BOTTOM = 72, 24, 20, 52
+LABEL_GAP = 13  # px between two reference-line labels (11 px text)
 PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
 
@@ -148,14 +149,16 @@ def elo_plot(
         f'<text transform="translate(16 {TOP + PLOT_H / 2:.1f}) rotate(-90)" text-anchor="middle" '
         f'font-size="12">Elo</text>'
     )
-    for a in anchors:
+    label_y = -math.inf  # labels of lines closer than a line of text go below each other
+    for a in sorted(anchors, key=lambda a: py(a.elo)):
         label = escape(anchor_label(a.name))
         tip = escape(f"{a.name}: {a.elo:.0f} [{a.elo_low:.0f}, {a.elo_high:.0f}], {a.games} games")
+        label_y = max(py(a.elo) - 4, label_y + LABEL_GAP)
         parts.append(
             f'<g class="anchor"><title>{tip}</title>'
             f'<line x1="{LEFT}" x2="{LEFT + PLOT_W}" y1="{py(a.elo):.1f}" y2="{py(a.elo):.1f}" '
             f'stroke="#b5523b" stroke-dasharray="6 4"/>'
-            f'<text x="{LEFT + PLOT_W - 4}" y="{py(a.elo) - 4:.1f}" text-anchor="end" font-size="11" '
+            f'<text x="{LEFT + PLOT_W - 4}" y="{label_y:.1f}" text-anchor="end" font-size="11" '
             f'fill="#b5523b">{label}</text></g>'
         )
     # Left to right: creation order need not follow training order.

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Iterator, TextIO
 
 from tengen.config import Config
+from tengen.gtp.gnugo import anchor_name
 from tengen.infra.broker import LocalBroker
 from tengen.infra.triton import LocalTriton, ModelRepository, data_dir_repository
 from tengen.ratings.config import SQLITE_NAME, load_or_create_token
@@ -187,6 +188,9 @@ class LocalRun:
         )
         env = self._service_env(token)
         preset = ["--preset", opts.preset]
+        # Elo on GNU Go's scale: its weakest measured level is held at 0 once it has played.
+        levels = cfg.strength.gnugo_levels
+        anchor = ["--anchor", anchor_name(min(levels))] if levels else []
 
         def service(name: str, module: str, *args: str, grace_s: float = 20.0) -> ServiceProcess:
             return ServiceProcess(name, [sys.executable, "-m", module, *args], env, self.logs / f"{name}.log",
@@ -197,7 +201,7 @@ class LocalRun:
                         after_start=lambda: self._prepare_broker(broker.bootstrap), pid=lambda: broker.pid),
             ServerChild("triton", triton, start_timeout_s=300.0, stop_grace_s=20.0),
             service("ratings", "services.ratings", "--data-dir", str(self.data_dir), "--host", "127.0.0.1",
-                    "--grpc-port", str(ratings_grpc), "--http-port", str(ratings_http)),
+                    "--grpc-port", str(ratings_grpc), "--http-port", str(ratings_http), *anchor),
             # The trainer checkpoints on SIGTERM: give it time.
             service("trainer", "services.trainer", *preset, "--http-port", str(trainer_http), grace_s=60.0),
             # A promotion under way (load and warm-up in Triton: ~30 s on a busy 2-core box) finishes.
