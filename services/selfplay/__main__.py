@@ -12,15 +12,10 @@ import argparse
 import logging
 import os
 import sys
+import threading
 
-from tengen.infra.entrypoint import (
-    add_service_arguments,
-    load_service_config,
-    positive_float,
-    positive_int,
-    stop_on_signals,
-)
-from tengen.logs import configure_logging
+from tengen.config import Config
+from tengen.infra.entrypoint import add_service_arguments, positive_float, positive_int, run_service
 
 log = logging.getLogger("services.selfplay")
 
@@ -55,17 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    configure_logging(args.verbose)
-    from services.selfplay.service import SelfplayService
+    def start(args: argparse.Namespace, config: Config, stop: threading.Event) -> int:
+        from services.selfplay.service import SelfplayService
 
-    config = load_service_config(args.preset)
-    if config is None:
-        return 2
-    stop = stop_on_signals(log)
-    service = SelfplayService(config, worker_id=args.worker_id, http_port=args.http_port, games=args.games,
-                              log_every_s=args.log_every)
-    return service.run(stop)
+        service = SelfplayService(config, worker_id=args.worker_id, http_port=args.http_port, games=args.games,
+                                  log_every_s=args.log_every)
+        return service.run(stop)
+
+    return run_service(build_parser(), argv, log, start)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
 
-from tengen.infra.entrypoint import add_service_arguments, load_service_config, stop_on_signals
-from tengen.logs import configure_logging
+from tengen.config import Config
+from tengen.infra.entrypoint import add_service_arguments, run_service
 
 log = logging.getLogger("services.strength")
 
@@ -32,15 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    configure_logging(args.verbose)
-    from services.strength.service import StrengthService
+    def start(args: argparse.Namespace, config: Config, stop: threading.Event) -> int:
+        from services.strength.service import StrengthService
 
-    config = load_service_config(args.preset)
-    if config is None:
-        return 2
-    stop = stop_on_signals(log)
-    return StrengthService(config, http_port=args.http_port).run(stop)
+        return StrengthService(config, http_port=args.http_port).run(stop)
+
+    return run_service(build_parser(), argv, log, start)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ import argparse
 import logging
 import os
 import sys
-from tengen.infra.entrypoint import add_service_arguments, load_service_config, positive_float, stop_on_signals
-from tengen.logs import configure_logging
+import threading
+
+from tengen.config import Config
+from tengen.infra.entrypoint import add_service_arguments, positive_float, run_service
 
 log = logging.getLogger("services.trainer")
 
@@ -33,19 +35,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    configure_logging(args.verbose)
-    from services.trainer.service import TrainerService, torch_threads
+    def start(args: argparse.Namespace, config: Config, stop: threading.Event) -> None:
+        from services.trainer.service import TrainerService, torch_threads
 
-    config = load_service_config(args.preset)
-    if config is None:
-        return 2
-    torch_threads(config.trainer.threads)
-    stop = stop_on_signals(log)
-    service = TrainerService(config, device=args.device, http_port=args.http_port,
-                             checkpoint_every_s=args.checkpoint_every, log_every_s=args.log_every)
-    service.run(stop)
-    return 0
+        torch_threads(config.trainer.threads)
+        TrainerService(config, device=args.device, http_port=args.http_port,
+                       checkpoint_every_s=args.checkpoint_every, log_every_s=args.log_every).run(stop)
+
+    return run_service(build_parser(), argv, log, start)
 
 
 if __name__ == "__main__":

@@ -88,3 +88,20 @@ def stop_on_signals(log: logging.Logger) -> threading.Event:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     return stop
+
+
+def run_service(parser: argparse.ArgumentParser, argv: list[str] | None, log: logging.Logger,
+                start: Callable[[argparse.Namespace, Config, threading.Event], int | None]) -> int:
+    """Every service's main: parse the flags, set up logging, load the preset (exit 2 naming the
+    problem when it is invalid), turn SIGTERM/SIGINT into the stop event, and run
+    `start(args, config, stop)` (None counts as exit 0)."""
+    from tengen.logs import configure_logging
+
+    args = parser.parse_args(argv)
+    configure_logging(args.verbose)
+    config = load_service_config(args.preset)
+    if config is None:
+        return 2
+    code = start(args, config, stop_on_signals(log))
+    return 0 if code is None else code
+
