@@ -116,7 +116,8 @@ def new_game(seed: int, config: SelfplaySettings, tree_class=Tree) -> SelfPlayGa
 
 def test_playout_cap_randomization_records_only_full_searches() -> None:
     full = fast = 0
-    config = settings(permanent_branch_prob=0.0, handicap_prob=0.0, full_visits=6, fast_visits=2)
+    config = settings(permanent_branch_prob=0.0, handicap_prob=0.0, full_visits=6, fast_visits=2,
+                      full_search_prob=0.25)  # the paper's p; the tiny preset plays only full searches
     for seed in range(16):
         game = new_game(seed, config, RecordingTree)
         record = play_game(game, Quick())
