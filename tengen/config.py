@@ -136,6 +136,9 @@ class TritonConfig:
     http_port: int = 8000
     grpc_port: int = 8001
     metrics_port: int = 8002
+    # Model instances of the served model, one CPU core each (one torch thread): with two batches
+    # in flight from self-play, two instances keep both cores computing. See configs/cpu.yaml.
+    instances: int = 1
 
 
 @dataclass
@@ -283,6 +286,7 @@ def validate(config: Config) -> None:
           "strength.games, visits and threads must be >= 1")
     check(7 <= strength.board_size <= 19, "strength.board_size must be within 7..19")
     check(strength.interval_s > 0, "strength.interval_s must be > 0")
+    check(config.triton.instances >= 1, "triton.instances must be >= 1")
     check(config.ratings.prior_draws >= 0 and config.ratings.max_batch >= 1,
           "ratings.prior_draws >= 0, max_batch >= 1")
     if problems:

@@ -85,8 +85,8 @@ def test_export_rejects_a_non_net(tmp_path: Path) -> None:
 
 
 def test_torch_evaluator_from_path_and_module(model: KataGoNet, exported: Path) -> None:
-    from_path = TorchEvaluator(exported)
-    from_module = TorchEvaluator(model)
+    from_path = TorchEvaluator(exported, precision="fp32")
+    from_module = TorchEvaluator(model, precision="fp32")
     assert isinstance(from_path, Evaluator) and from_path.metadata["samples_seen"] == 123_456
     assert model.training  # the snapshot did not switch the live net to eval mode
     spatial, global_inputs = (t.numpy() for t in batch([(13, 13), (13, 13)], seed=4))

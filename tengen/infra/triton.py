@@ -43,7 +43,7 @@ from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
 from tengen.infra.broker import free_port
 from tengen.infra.files import fsync_dir
 from tengen.infra.process import kill_process, stop_process
-from tengen.nn.evaluator import check_batch
+from tengen.nn.evaluator import PRECISIONS, check_batch
 from tengen.nn.export import OUTPUT_NAMES
 
 log = logging.getLogger(__name__)
@@ -91,8 +91,10 @@ def render_config(
     torch_threads: int = 1,
     warmup_board: int = 9,
     warmup_batch: int = 1,
+    precision: str = "auto",
 ) -> str:
-    """The model's config.pbtxt from the templates in services/inference/."""
+    """The model's config.pbtxt from the templates in services/inference/. precision (Python
+    backend only): see tengen.nn.evaluator.PRECISIONS."""
     _check_name(name)
     if backend not in CONFIG_TEMPLATES:
         raise ValueError(f"unknown backend {backend!r}; choose one of {sorted(CONFIG_TEMPLATES)}")
@@ -100,10 +102,12 @@ def render_config(
         raise ValueError("max_batch_size and instances must be >= 1, torch_threads and queue_delay_us >= 0")
     if not MIN_BOARD <= warmup_board <= MAX_BOARD or not 1 <= warmup_batch <= max_batch_size:
         raise ValueError(f"warmup board {warmup_board} or batch {warmup_batch} out of range")
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
     template = string.Template(CONFIG_TEMPLATES[backend].read_text())
     return template.substitute(
         name=name, max_batch_size=max_batch_size, queue_delay_us=queue_delay_us, instances=instances,
-        torch_threads=torch_threads, warmup_board=warmup_board, warmup_batch=warmup_batch,
+        torch_threads=torch_threads, warmup_board=warmup_board, warmup_batch=warmup_batch, precision=precision,
         num_spatial=NUM_SPATIAL, num_global=NUM_GLOBAL,
     )
 

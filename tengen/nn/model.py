@@ -256,6 +256,8 @@ class PolicyHead(nn.Module):
         g_pooled = global_pool(self.g_norm(self.g_conv(x), geo.mask, geo.total), geo)
         p = p + self.g_linear(g_pooled).unsqueeze(-1).unsqueeze(-1)
         board = self.out_conv(self.p_norm(p, geo.mask, geo.total))
+        # float32 even under bf16 autocast, where OFF_BOARD_LOGIT would round to -9984
+        board = board.float()
         board = torch.where(geo.mask > 0.5, board, torch.full_like(board, self.off_board_logit))
         return torch.cat([board.flatten(2), self.pass_linear(g_pooled).unsqueeze(-1)], dim=2)
 

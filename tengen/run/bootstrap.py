@@ -27,7 +27,8 @@ def ensure_model(repository: ModelRepository, config: Config, seed: int = 0) -> 
     name = config.run.model_name
     if not repository.has_model(name):
         # Warm up on the largest board the run plays, so the first real request finds a warm model.
-        repository.create_model(name, render_config(name, "python", warmup_board=max(config.game.board_sizes)))
+        repository.create_model(name, render_config(name, "python", warmup_board=max(config.game.board_sizes),
+                                                               instances=config.triton.instances))
     latest = repository.latest_version(name)
     if latest is not None:
         return latest, False
