@@ -373,6 +373,8 @@ def test_stronger_candidate_is_promoted_and_weaker_rejected(triton_server, kafka
         assert games_played == decision["games"]
         body = _get(f"http://127.0.0.1:{service.http_port}/metrics")
         assert "tengen_gating_games_total" in body and "tengen_gating_unreported_matches 1.0" in body
+        # v2 (5,000 samples) serves and no newer candidate has come: self-play's net is not behind
+        assert "tengen_gating_served_samples 5000.0" in body and "tengen_gating_lag_samples 0.0" in body
         assert "waiting for candidates" in _get(f"http://127.0.0.1:{service.http_port}/healthz")
 
         # Ratings comes up: the games arrive under the version names.
@@ -396,6 +398,8 @@ def test_stronger_candidate_is_promoted_and_weaker_rejected(triton_server, kafka
         loser = candidate_player(setup.model, weak)
         _wait("the rejected match in ratings", lambda: loser in {p.name for p in store.players()}, 120)
         assert store.player(loser).kind == "engine"
+        body = _get(f"http://127.0.0.1:{service.http_port}/metrics")
+        assert "tengen_gating_served_samples 5000.0" in body and "tengen_gating_lag_samples 1000.0" in body
 
         # A broken export is rejected without being loaded; a redelivered candidate is not replayed.
         junk = tmp_path / "junk.pt"

@@ -116,6 +116,12 @@ class Metrics:
         self.unreported = Gauge("tengen_gating_unreported_matches", "Decided matches not yet in ratings",
                                 registry=r)
         self.playing = Gauge("tengen_gating_playing", "1 while a match is being played", registry=r)
+        # How fresh self-play's net is: the newest candidate's training samples (the trainer's count
+        # when it exported) minus the served version's, as of the last candidate to reach the gate.
+        self.served_samples = Gauge("tengen_gating_served_samples",
+                                    "Training samples of the served version", registry=r)
+        self.lag_samples = Gauge("tengen_gating_lag_samples",
+                                 "Newest candidate's training samples minus the served version's", registry=r)
 
 
 class GatingService:
@@ -244,6 +250,7 @@ class GatingService:
             self._record(ann, None, Score(), 0, None, f"invalid export: {err}")
             return True
         opponent = self._current_version()
+        self._set_lag(ann.samples, opponent)
         match = MatchFile(self.data_dir, ann.name)
         header = match.header
         played_against = header.get("opponent_version") if header is not None else None
@@ -271,6 +278,7 @@ class GatingService:
             self._set_state(f"{ann.name}: promoting")
             promoted = self._promote(path, expected, opponent)
             self.last_promoted = promoted
+            self._set_lag(ann.samples, promoted)
         self._record(ann, opponent, score, len(match.results), promoted, verdict.reason,
                      samples=metadata.get("samples_seen"))
         self._unreported.append(ann.name)
@@ -431,6 +439,12 @@ class GatingService:
         match.mark_reported()
         log.info("gating: reported %d games of %s to ratings (%s vs %s)", len(games), candidate, cand.name,
                  current.name)
+
+    def _set_lag(self, newest_samples: int, served_version: int) -> None:
+        served = self._version_samples(served_version)
+        if served is not None:
+            self.metrics.served_samples.set(served)
+            self.metrics.lag_samples.set(max(0, newest_samples - served))
 
     def _version_samples(self, version: int) -> int | None:
         """samples_seen from a repository version's sidecar."""
