@@ -279,9 +279,17 @@ class ValueHead(nn.Module):
         # norm or ReLU in between; it is 0 off the board (bias-free 1x1 conv of a masked input).
         v = self.v_conv(x)
         pooled = value_pool(v, geo)
-        outcome = self.outcome_out(F.relu(self.outcome_hidden(pooled)))
+        hidden = F.relu(float32_linear(pooled, self.outcome_hidden.weight, self.outcome_hidden.bias))
+        outcome = float32_linear(hidden, self.outcome_out.weight, self.outcome_out.bias)
         ownership = (self.ownership_conv(v) * geo.mask).squeeze(1)
         return pooled, outcome, ownership
+
+
+def float32_linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """F.linear(x, weight, bias) in float32 even under bf16 autocast (which leaves elementwise ops
+    alone and which a scripted module cannot switch off): the score is 20 x an outcome output, and
+    bf16's 8 bits would round a 40-point score to 0.3 points."""
+    return (x.float().unsqueeze(2) * weight.t().float().unsqueeze(0)).sum(dim=1) + bias.float()
 
 
 def score_values() -> Tensor:
