@@ -252,7 +252,8 @@ def test_status_reads_the_services_metrics(tmp_path: Path) -> None:
     bodies = {
         "/trainer": "# TYPE tengen_trainer_samples gauge\ntengen_trainer_samples 4096.0\n",
         "/w0": "# TYPE tengen_selfplay_games counter\ntengen_selfplay_games_total 10.0\n"
-               "# TYPE tengen_selfplay_positions counter\ntengen_selfplay_positions_total 400.0\n",
+               "# TYPE tengen_selfplay_positions counter\ntengen_selfplay_positions_total 400.0\n"
+               "tengen_selfplay_evaluations_total 9000.0\ntengen_selfplay_batches_total 300.0\n",
         "/w1": "# TYPE tengen_selfplay_games counter\ntengen_selfplay_games_total 5.0\n",
     }
 
@@ -276,12 +277,16 @@ def test_status_reads_the_services_metrics(tmp_path: Path) -> None:
                               selfplay_metrics=[f"{base}/w0", f"{base}/w1", "http://127.0.0.1:9/metrics"])
         first = reader.read()
         assert first.samples == 4096 and first.games_played == 15 and first.games_per_s is None
-        bodies["/w0"] = bodies["/w0"].replace("10.0", "40.0").replace("400.0", "1600.0")
+        bodies["/w0"] = (bodies["/w0"].replace("10.0", "40.0").replace("400.0", "1600.0")
+                         .replace("9000.0", "39000.0").replace("300.0", "1300.0"))
         time.sleep(0.5)
         second = reader.read()
         assert second.games_played == 45
         assert second.games_per_s is not None and 0 < second.games_per_s <= 30 / 0.5
         assert second.positions_per_s == pytest.approx(second.games_per_s * 40)
+        assert second.evaluations_per_s == pytest.approx(second.games_per_s * 1000)
+        assert second.mean_batch == pytest.approx(30.0)  # 30,000 positions in 1,000 batches
+        assert "evals/s in batches of 30.0" in render_screen(second, "run")
     finally:
         server.shutdown()
         server.server_close()

@@ -242,6 +242,11 @@ def test_selfplay_worker_end_to_end(broker: LocalBroker, tmp_path: Path) -> None
         triton_ok = _metric(_get(server.metrics_url), "nv_inference_request_success", model=model)
         assert triton_failures == 0 and triton_ok > 0, "Triton failed a request in the swap"
         assert main_worker.metric("tengen_selfplay_evaluator_failures_total") == 0
+        # The worker's count of evaluations and batches against Triton's (which served both workers).
+        evaluations = main_worker.metric("tengen_selfplay_evaluations_total")
+        batches = main_worker.metric("tengen_selfplay_batches_total")
+        triton_count = _metric(_get(server.metrics_url), "nv_inference_count", model=model)
+        assert 0 < batches <= triton_ok and batches <= evaluations <= triton_count
         assert "inference failed" not in main_worker.log()
 
         # Triton crashes; the worker waits (no exit, nothing published from the dead server) ...

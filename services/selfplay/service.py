@@ -97,6 +97,14 @@ class Metrics:
         self.eval_failures = Counter("tengen_selfplay_evaluator_failures",
                                      "Runs ended by an inference error (games in progress dropped)", registry=r)
         self.sgf = Counter("tengen_selfplay_sgf", "Games written as SGF", registry=r)
+        # The inference path's load: positions the net evaluated and the batches they went in.
+        self.evaluations = Counter("tengen_selfplay_evaluations", "Positions sent to the net (search leaves)",
+                                   registry=r)
+        self.batches = Counter("tengen_selfplay_batches", "Batches sent to the net", registry=r)
+        self.evaluations_per_s = Gauge("tengen_selfplay_evaluations_per_second",
+                                       "Positions sent to the net per second over the last interval", registry=r)
+        self.mean_batch = Gauge("tengen_selfplay_mean_batch", "Positions per batch over the last interval",
+                                registry=r)
         self.model_version = Gauge("tengen_selfplay_model_version", "Model version requested from Triton",
                                    registry=r)
         self.games_per_s = Gauge("tengen_selfplay_games_per_second", "Games/s over the last interval",
@@ -129,6 +137,8 @@ class SelfplayService:
         self.state = "starting"
         self.games_done = 0  # handed to the producer
         self.positions_done = 0
+        self.evaluations_done = 0  # positions the net evaluated, in batches_done batches
+        self.batches_done = 0
         self.version = 0  # the model version requested from Triton (0 before the first)
         self._sample = np.random.default_rng(self.seed)
         self._lock = threading.Lock()
@@ -196,8 +206,10 @@ class SelfplayService:
             self.state = "playing"
             self.metrics.playing.set(1)
             cache_version = evaluator.version
+            counted = (0, 0)  # the runner's (leaves, batches) already in the metrics
             try:
                 for record in runner.run(remaining, stop=stop):
+                    counted = self._count_evaluations(runner, counted)
                     if evaluator.version != cache_version:  # the runner is paused here: safe to clear
                         # Games played from here on use the new version's evaluations only; one
                         # answered wholly from the cache still carries the version that filled it.
@@ -217,6 +229,14 @@ class SelfplayService:
                 with self._lock:
                     self._evaluator = None
                 evaluator.close()
+
+    def _count_evaluations(self, runner: SelfplayRunner, counted: tuple[int, int]) -> tuple[int, int]:
+        leaves, batches = runner.stats.leaves, runner.stats.batches
+        self.metrics.evaluations.inc(leaves - counted[0])
+        self.metrics.batches.inc(batches - counted[1])
+        self.evaluations_done += leaves - counted[0]
+        self.batches_done += batches - counted[1]
+        return leaves, batches
 
     def _enough(self) -> bool:
         return self.games_wanted is not None and self.games_done >= self.games_wanted
@@ -337,21 +357,27 @@ class SelfplayService:
 
     def _report(self, stop: threading.Event) -> None:
         games, positions, last = self.games_done, self.positions_done, time.monotonic()
+        evaluations, batches = self.evaluations_done, self.batches_done
         while not stop.wait(self.log_every_s):
             now = time.monotonic()
             elapsed = max(now - last, 1e-9)
             games_rate = (self.games_done - games) / elapsed
             positions_rate = (self.positions_done - positions) / elapsed
+            evaluations_rate = (self.evaluations_done - evaluations) / elapsed
+            mean_batch = (self.evaluations_done - evaluations) / max(self.batches_done - batches, 1)
             self.metrics.games_per_s.set(games_rate)
             self.metrics.positions_per_s.set(positions_rate)
+            self.metrics.evaluations_per_s.set(evaluations_rate)
+            self.metrics.mean_batch.set(mean_batch)
             if self.state == "playing":
                 pending = self._producer.pending if self._producer is not None else 0
-                log.info("selfplay: %.3f games/s, %.1f positions/s | %d games, %d positions | %s v%d | "
-                         "unacknowledged %d", games_rate, positions_rate, self.games_done, self.positions_done,
-                         self.model, self.version, pending)
+                log.info("selfplay: %.3f games/s, %.1f positions/s, %.0f evals/s in batches of %.1f | %d games, "
+                         "%d positions | %s v%d | unacknowledged %d", games_rate, positions_rate, evaluations_rate,
+                         mean_batch, self.games_done, self.positions_done, self.model, self.version, pending)
             else:
                 log.info("selfplay: %s (%d games so far)", self.state, self.games_done)
             games, positions, last = self.games_done, self.positions_done, now
+            evaluations, batches = self.evaluations_done, self.batches_done
 
     def _health(self) -> tuple[bool, str]:
         return True, f"ok: {self.state}; {self.games_done} games"

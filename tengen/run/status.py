@@ -59,6 +59,8 @@ class Status:
     games_played: int | None = None  # by this run's selfplay workers (their metrics)
     games_per_s: float | None = None
     positions_per_s: float | None = None
+    evaluations_per_s: float | None = None  # positions the selfplay workers sent to the net
+    mean_batch: float | None = None  # positions per batch they sent, over the same interval
     games_ingested: int | None = None  # ever appended to the window
     rows_total: int | None = None
     window_rows: int | None = None
@@ -127,7 +129,8 @@ class StatusReader:
         self._ids_read = 0  # bytes of the id log already counted
         self._games = 0
         self._ratings_client = None
-        self._selfplay_seen: tuple[float, float, float] | None = None  # (when, games, positions) last read
+        # (when, games, positions, evaluations, batches) as last read
+        self._selfplay_seen: tuple[float, ...] | None = None
 
     def read(self) -> Status:
         status = Status()
@@ -149,14 +152,19 @@ class StatusReader:
         if workers:
             games = sum(m["tengen_selfplay_games_total"] for m in workers)
             positions = sum(m.get("tengen_selfplay_positions_total", 0.0) for m in workers)
+            evaluations = sum(m.get("tengen_selfplay_evaluations_total", 0.0) for m in workers)
+            batches = sum(m.get("tengen_selfplay_batches_total", 0.0) for m in workers)
             status.games_played = int(games)
             now = time.monotonic()
             if self._selfplay_seen is not None:
-                then, games_then, positions_then = self._selfplay_seen
+                then, games_then, positions_then, evaluations_then, batches_then = self._selfplay_seen
                 if now > then and games >= games_then:  # a restarted worker counts from 0 again
                     status.games_per_s = (games - games_then) / (now - then)
                     status.positions_per_s = max(0.0, positions - positions_then) / (now - then)
-            self._selfplay_seen = (now, games, positions)
+                    status.evaluations_per_s = max(0.0, evaluations - evaluations_then) / (now - then)
+                    if batches > batches_then:
+                        status.mean_batch = (evaluations - evaluations_then) / (batches - batches_then)
+            self._selfplay_seen = (now, games, positions, evaluations, batches)
         status.leaders = self._read_leaders()
         return status
 
@@ -319,7 +327,12 @@ def render_screen(status: Status, title: str, footer: list[str] | None = None) -
     """The multi-line view redrawn in place on a terminal; `footer` lines go below the figures."""
     games = f"{_n(status.games_played)} played by selfplay this run"
     if status.games_per_s is not None:
-        games += f" ({status.games_per_s:.2f} games/s, {status.positions_per_s or 0:.1f} positions/s)"
+        games += f" ({status.games_per_s:.2f} games/s, {status.positions_per_s or 0:.1f} positions/s"
+        if status.evaluations_per_s is not None:
+            games += f", {status.evaluations_per_s:,.0f} evals/s"
+            if status.mean_batch is not None:
+                games += f" in batches of {status.mean_batch:.1f}"
+        games += ")"
     games += f", {_n(status.games_ingested)} in the trainer's window"
     window = f"{_n(status.window_rows)} rows used of {_n(status.rows_total)} ever"
     candidates = f"{status.candidates}" + (f" (latest {status.latest_candidate})" if status.latest_candidate else "")
