@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install build test test-fast run bench clean gnugo
+.PHONY: install build test test-fast run bench clean gnugo leelaz
 
 install: $(STAMP)
 
@@ -38,6 +38,12 @@ gnugo:
 	@command -v gnugo >/dev/null || test -x /usr/games/gnugo || \
 		(echo "gnugo not found: installing Debian's gnugo package with apt-get" && \
 		 $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq gnugo)
+
+# Leela Zero, the outside yardstick of `tengen bench nn`: Debian's package (/usr/games/leelaz).
+leelaz:
+	@command -v leelaz >/dev/null || test -x /usr/games/leelaz || \
+		(echo "leelaz not found: installing Debian's leela-zero package with apt-get" && \
+		 $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq leela-zero)
 
 clean:
 	rm -rf build $(VENV) tengen/**/*.so tengen/**/*.c

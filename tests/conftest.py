@@ -34,6 +34,18 @@ def gnugo() -> str:
 
 
 @pytest.fixture(scope="session")
+def leelaz() -> str:
+    """Leela Zero's path, installed with the Makefile's target when it is missing."""
+    from bench.nn import find_leelaz
+
+    if find_leelaz(None) is None:
+        subprocess.run(["make", "-C", str(Path(__file__).resolve().parent.parent), "leelaz"], check=True)
+    path = find_leelaz(None)
+    assert path is not None, "make leelaz did not install leelaz"
+    return path
+
+
+@pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
     from tengen.infra.kafka import ensure_topics
 
