@@ -10,7 +10,7 @@ import argparse
 import importlib
 import json
 
-BENCHMARKS: list[str] = ["go", "features", "ratings", "train", "inference", "nn", "mcts", "selfplay"]
+BENCHMARKS: list[str] = ["go", "features", "ratings", "train", "inference", "nn", "mcts", "selfplay", "loop"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

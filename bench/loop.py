@@ -1,0 +1,152 @@
+"""`tengen bench loop`: self-play through the running services against the same runner in process.
+
+The loop path is what `make run` runs: a Kafka-protocol broker, Triton serving a random net of the
+preset's architecture (the model config `tengen run` writes: the preset's instances, precision
+"auto") and one selfplay service process, all started by the bench in a temporary data dir. The
+baseline is the self-play runner of that service (tengen.search.runner) in this process at the same
+preset, with the same export through TorchEvaluator (precision "auto", as many torch threads as
+the machine has cores, so neither side is slowed to make the ratio).
+
+The two take turns in rounds: while the runner in process plays, the selfplay service is stopped
+(SIGSTOP) and Triton idles; then the service runs again (SIGCONT) for a round. The service's
+positions come from its /metrics counter (counted as games finish), the runner's from its stats.
+positions/s is the median round's; ratio = loop / in process.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+DESCRIPTION = "self-play positions/s through broker, Triton and the selfplay service vs the runner in process"
+MIN_ROUNDS = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", default="cpu", help="preset of both paths (default cpu)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed of the net and the games (default 1)")
+
+
+def _positions(metrics_url: str) -> float | None:
+    from tengen.run.status import scrape
+
+    return scrape(metrics_url).get("tengen_selfplay_positions_total")
+
+
+def _wait(condition, timeout_s: float, what: str, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if proc.poll() is not None:
+            raise SystemExit(f"the selfplay service exited ({proc.returncode}) waiting for {what}; log {log}")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out after {timeout_s:.0f} s waiting for {what}; log {log}")
+        time.sleep(0.5)
+
+
+def _runner_round(runner, seconds: float) -> float:
+    stop = threading.Event()
+    timer = threading.Timer(seconds, stop.set)
+    timer.start()
+    try:
+        for _ in runner.run(None, stop=stop):
+            pass
+    finally:
+        timer.cancel()
+    return runner.stats.as_dict()["moves_per_s"]
+
+
+def run(args: argparse.Namespace) -> dict:
+    import torch
+
+    from tengen.config import load_config
+    from tengen.infra.broker import LocalBroker
+    from tengen.infra.kafka import ReliableProducer, announce_model, ensure_topics
+    from tengen.infra.triton import LocalTriton, ModelRepository, data_dir_repository
+    from tengen.nn.evaluator import TorchEvaluator
+    from tengen.run.bootstrap import ensure_model
+    from tengen.run.ports import PortPicker
+    from tengen.search.runner import SelfplayRunner
+
+    config = load_config(args.preset)
+    name = config.run.model_name
+    cores = os.cpu_count() or 1
+    # Both paths play for a whole round at a time; a round needs games finishing for the service's
+    # counter, so it is at least 20 s.
+    round_s = max(20.0, args.seconds / (2 * MIN_ROUNDS))
+    with tempfile.TemporaryDirectory(prefix="tengen-bench-loop-") as tmp:
+        data_dir = Path(tmp)
+        repository = ModelRepository(data_dir_repository(data_dir))
+        ensure_model(repository, config, seed=args.seed)
+        export = repository.export_path(name, 1)
+        ports = PortPicker()
+        broker = LocalBroker(port=ports.pick(), log_path=data_dir / "broker.log")
+        triton = LocalTriton(repository.root, data_dir / "triton", load_models=[name], http_port=ports.pick(),
+                             grpc_port=ports.pick(), metrics_port=ports.pick(), log_path=data_dir / "triton.log")
+        selfplay: subprocess.Popen | None = None
+        log = data_dir / "selfplay.log"
+        try:
+            print(f"preset {args.preset}: {config.trainer.arch} (random weights), boards {config.game.board_sizes}, "
+                  f"{config.selfplay.games_in_parallel} games in parallel, {config.triton.instances} Triton "
+                  f"instance(s); rounds of {round_s:.0f} s", flush=True)
+            broker.start(timeout_s=60.0)
+            ensure_topics(broker.bootstrap)
+            producer = ReliableProducer(broker.bootstrap, client_id="tengen-bench-loop")
+            try:
+                announce_model(producer, name, 1)
+            finally:
+                producer.close(timeout_s=5.0)
+            triton.start(timeout_s=300.0)
+            http_port = ports.pick()
+            env = dict(os.environ, TENGEN_DATA_DIR=str(data_dir), TENGEN_KAFKA_BOOTSTRAP=broker.bootstrap,
+                       TENGEN_TRITON_URL=triton.grpc_url, PYTHONUNBUFFERED="1")
+            with open(log, "wb") as log_file:
+                selfplay = subprocess.Popen(
+                    [sys.executable, "-m", "services.selfplay", "--preset", args.preset, "--worker-id", "0",
+                     "--http-port", str(http_port)], env=env, stdout=log_file, stderr=subprocess.STDOUT)
+            metrics = f"http://127.0.0.1:{http_port}/metrics"
+            print("broker, Triton and the selfplay service up; waiting for its first games ...", flush=True)
+            _wait(lambda: (_positions(metrics) or 0) > 0, 600, "the service's first games", selfplay, log)
+
+            torch.set_num_threads(cores)
+            runner = SelfplayRunner.from_config(config, TorchEvaluator(export), seed=args.seed)
+            loop_rates: list[float] = []
+            local_rates: list[float] = []
+            start = time.monotonic()
+            while len(loop_rates) < MIN_ROUNDS or time.monotonic() - start < args.seconds:
+                before, then = _positions(metrics), time.monotonic()
+                time.sleep(round_s)
+                after, now = _positions(metrics), time.monotonic()
+                if before is None or after is None:
+                    raise SystemExit(f"cannot read the selfplay service's metrics at {metrics}; log {log}")
+                loop_rates.append((after - before) / (now - then))
+                selfplay.send_signal(signal.SIGSTOP)
+                try:
+                    local_rates.append(_runner_round(runner, round_s))
+                finally:
+                    selfplay.send_signal(signal.SIGCONT)
+                print(f"  round {len(loop_rates)}: loop {loop_rates[-1]:.1f} positions/s, "
+                      f"in process {local_rates[-1]:.1f}", flush=True)
+        finally:
+            if selfplay is not None:
+                selfplay.send_signal(signal.SIGCONT)
+                selfplay.terminate()
+                try:
+                    selfplay.wait(60)
+                except subprocess.TimeoutExpired:
+                    selfplay.kill()
+                    selfplay.wait()
+            triton.stop()
+            broker.stop()
+    loop, local = statistics.median(loop_rates), statistics.median(local_rates)
+    print(f"loop {loop:.1f} positions/s, in process {local:.1f}: the loop keeps {loop / local:.2f} of it", flush=True)
+    return {"preset": args.preset, "arch": config.trainer.arch, "games_in_parallel": config.selfplay.games_in_parallel,
+            "triton_instances": config.triton.instances, "rounds": len(loop_rates), "round_s": round_s,
+            "loop_positions_per_s": round(loop, 1), "in_process_positions_per_s": round(local, 1),
+            "ratio_loop_vs_in_process": round(loop / local, 3)}
