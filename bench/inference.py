@@ -5,7 +5,7 @@ path is what the selfplay workers use: a local tritonserver from the nvidia-pytr
 backend on the CPU, config rendered by tengen.infra.triton.render_config) started by the
 benchmark in a temporary directory, and TritonEvaluator over gRPC with two batches in flight (as
 the selfplay runner keeps them: one is serialised, sent and decoded while the server computes the
-other), so the figure is throughput, not one request's latency. The baseline is TorchEvaluator on
+other), so the figure is throughput, not one request's latency. The baseline is the in-process evaluator (tengen.nn.evaluator.make_evaluator, same --runtime and --precision) on
 the same export in this process, one call after another, with the same number of torch threads as
 the Triton model instance (unless --triton-threads says otherwise).
 
@@ -54,6 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instances", type=int, default=1, help="Triton model instances (default 1)")
     parser.add_argument("--queue-delay-us", type=int, default=200,
                         help="Triton dynamic batching queue delay in microseconds (default 200)")
+    parser.add_argument("--runtime", default="auto", choices=("auto", "torch", "openvino"),
+                        help="CPU runtime of both paths (tengen.nn.evaluator.RUNTIMES; default auto: OpenVINO)")
+    parser.add_argument("--precision", default="auto", choices=("auto", "bf16", "fp32"),
+                        help="precision of both paths (default auto: bf16 where the CPU has it)")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
 
 
@@ -142,7 +146,8 @@ def run(args: argparse.Namespace) -> dict:
     import tritonclient.grpc as grpcclient
 
     from tengen.infra.triton import LocalTriton, ModelRepository, TritonEvaluator, render_config
-    from tengen.nn.evaluator import TorchEvaluator
+    from tengen.infra.promotion import agree
+    from tengen.nn.evaluator import make_evaluator
     from tengen.nn.export import export_model
     from tengen.nn.model import build_model
 
@@ -162,7 +167,8 @@ def run(args: argparse.Namespace) -> dict:
           f"{threads} torch thread(s), one call at a time; Triton: {args.instances} instance(s) x "
           f"{triton_threads or 'default'} thread(s), {args.in_flight} request(s) in flight, queue delay "
           f"{args.queue_delay_us} us; rounds alternate for {per_batch:.1f} s per batch size", flush=True)
-    figures: dict = {"arch": args.arch, "board": args.board, "threads": threads, "triton_threads": triton_threads,
+    figures: dict = {"arch": args.arch, "board": args.board, "runtime": args.runtime, "precision": args.precision,
+                     "threads": threads, "triton_threads": triton_threads,
                      "instances": args.instances, "in_flight": args.in_flight}
     with tempfile.TemporaryDirectory(prefix="tengen-bench-inference-") as tmp:
         export = f"{tmp}/{args.arch}.pt"
@@ -170,9 +176,9 @@ def run(args: argparse.Namespace) -> dict:
         repo = ModelRepository(f"{tmp}/repository")
         repo.create_model(name, render_config(
             name, max_batch_size=max(batches), queue_delay_us=args.queue_delay_us, instances=args.instances,
-            torch_threads=triton_threads, warmup_board=args.board))
+            torch_threads=triton_threads, warmup_board=args.board, precision=args.precision, runtime=args.runtime))
         repo.write_version(name, export)
-        local = TorchEvaluator(export)
+        local = make_evaluator(export, threads, precision=args.precision, runtime=args.runtime)
         print("  Triton server starting (copying the wheel's server tree, loading the model)...", flush=True)
         started = time.perf_counter()
         with LocalTriton(repo.root, f"{tmp}/work", load_models=[name]) as server, \
@@ -184,7 +190,7 @@ def run(args: argparse.Namespace) -> dict:
             want = local.evaluate(spatial[:8], glob[:8])
             got = remote.evaluate(spatial[:8], glob[:8])
             worst = max(float(np.max(np.abs(got[k] - want[k]))) for k in want)
-            if not all(np.allclose(got[k], want[k], rtol=1e-4, atol=1e-4) for k in want):
+            if not all(agree(k, got[k], want[k]) for k in want):
                 raise SystemExit(f"Triton and in-process outputs differ (max abs difference {worst:g})")
             print(f"  same outputs on both paths (max abs difference {worst:.1e})", flush=True)
             for batch in batches:

@@ -4,8 +4,9 @@ The loop path is what `make run` runs: a Kafka-protocol broker, Triton serving a
 preset's architecture (the model config `tengen run` writes: the preset's instances, precision
 "auto") and one selfplay service process, all started by the bench in a temporary data dir. The
 baseline is the self-play runner of that service (tengen.search.runner) in this process at the same
-preset, with the same export through TorchEvaluator (precision "auto", as many torch threads as
-the machine has cores, so neither side is slowed to make the ratio).
+preset, with the same export through the in-process evaluator of the same runtime and precision
+(tengen.nn.evaluator.make_evaluator, "auto" both) with as many threads as the machine has cores,
+so neither side is slowed to make the ratio.
 
 The two take turns in rounds: while the runner in process plays, the selfplay service is stopped
 (SIGSTOP) and Triton idles; then the service runs again (SIGCONT) for a round. The service's
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> dict:
     from tengen.infra.broker import LocalBroker
     from tengen.infra.kafka import ReliableProducer, announce_model, ensure_topics
     from tengen.infra.triton import LocalTriton, ModelRepository, data_dir_repository
-    from tengen.nn.evaluator import TorchEvaluator
+    from tengen.nn.evaluator import make_evaluator
     from tengen.run.bootstrap import ensure_model
     from tengen.run.ports import PortPicker
     from tengen.search.runner import SelfplayRunner
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> dict:
             _wait(lambda: (_positions(metrics) or 0) > 0, 600, "the service's first games", selfplay, log)
 
             torch.set_num_threads(cores)
-            runner = SelfplayRunner.from_config(config, TorchEvaluator(export), seed=args.seed)
+            runner = SelfplayRunner.from_config(config, make_evaluator(export, cores), seed=args.seed)
             loop_rates: list[float] = []
             local_rates: list[float] = []
             start = time.monotonic()

@@ -8,11 +8,12 @@ one `genmove` from the empty board, and its figure is the n/s it prints at the e
 
 tengen's paths, each timed in rounds that alternate with Leela Zero's so load from other work on
 the machine hits all alike:
-- `fp32` and `bf16`: the bare TorchEvaluator (random weights) at the batch self-play sends, one
-  call after another;
-- `runner`: the self-play runner (tengen.search.runner) with the TorchEvaluator at the precision
-  it uses by default, at the preset's games in parallel: the runner's batch is half of them times
-  the leaves each game adds, the batch `make run`'s self-play sends.
+- `torch_fp32`, `torch_bf16`, `openvino_fp32`, `openvino_bf16`: the bare in-process evaluators
+  (tengen.nn.evaluator; random weights) at the batch self-play sends, one call after another;
+- `runner`: the self-play runner (tengen.search.runner) with the default evaluator
+  (make_evaluator: OpenVINO, bf16 where the CPU has it), at the preset's games in parallel: the
+  runner's batch is half of them times the leaves each game adds, the batch `make run`'s
+  self-play sends.
 A path's figure is its median round; ratio = path / Leela Zero.
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-DESCRIPTION = "evals/s of tengen's CPU inference paths (fp32, bf16, self-play runner) vs Leela Zero, 19x19 6x96"
+DESCRIPTION = "evals/s of tengen's CPU inference paths (torch, OpenVINO; fp32, bf16; self-play runner) vs Leela Zero"
 DEBIAN_LEELAZ = "/usr/games/leelaz"
 LEELAZ_HINT = ("Leela Zero is not installed: on Debian/Ubuntu `apt-get install leela-zero` (it installs "
                "/usr/games/leelaz), or pass --leelaz PATH. Reporting tengen alone.")
@@ -174,7 +175,7 @@ def run(args: argparse.Namespace) -> dict:
 
     from tengen.config import load_config
     from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, ON_BOARD
-    from tengen.nn.evaluator import TorchEvaluator, resolve_precision
+    from tengen.nn.evaluator import OpenVINOEvaluator, TorchEvaluator, make_evaluator
     from tengen.nn.model import ARCHITECTURES, build_model
     from tengen.search.runner import SelfplayRunner
     from tengen.search.selfplay import SelfplaySettings
@@ -188,16 +189,18 @@ def run(args: argparse.Namespace) -> dict:
     games = config.selfplay.games_in_parallel
     settings = dataclasses.replace(SelfplaySettings.from_config(config), board_sizes=[args.board],
                                    board_size_weights=[1.0])
-    runner = SelfplayRunner(TorchEvaluator(net), settings, config.search, games_in_parallel=games, seed=args.seed)
+    default = make_evaluator(net, args.threads)
+    runner = SelfplayRunner(default, settings, config.search, games_in_parallel=games, seed=args.seed)
     batch = (games // 2) * runner.leaves_per_game
     rng = np.random.default_rng(args.seed)
     spatial = (rng.random((batch, NUM_SPATIAL, args.board, args.board)) < 0.2).astype(np.float32)
     spatial[:, ON_BOARD] = 1.0
     global_inputs = rng.random((batch, NUM_GLOBAL)).astype(np.float32)
-    bare = {precision: TorchEvaluator(net, precision=precision) for precision in ("fp32", "bf16")}
-    default = "bf16" if resolve_precision("auto") else "fp32"
+    bare = {f"torch_{p}": TorchEvaluator(net, args.threads, precision=p) for p in ("fp32", "bf16")}
+    bare.update({f"openvino_{p}": OpenVINOEvaluator(net, args.threads, precision=p) for p in ("fp32", "bf16")})
     print(f"{args.arch} (random weights), {args.board}x{args.board}, {args.threads} threads; batch {batch} "
-          f"({games} games in parallel at preset {args.preset}); the runner's evaluator runs {default}", flush=True)
+          f"({games} games in parallel at preset {args.preset}); the runner's evaluator: {type(default).__name__} "
+          f"{'bf16' if default.bf16 else 'fp32'}", flush=True)
 
     binary = find_leelaz(args.leelaz)
     arch = ARCHITECTURES[args.arch]
@@ -214,7 +217,7 @@ def run(args: argparse.Namespace) -> dict:
             leela = LeelaZero(binary, weights, args.threads, args.visits)
             print(f"Leela Zero: {binary} --cpu-only -t {args.threads} -v {args.visits}, random "
                   f"{arch.blocks}x{arch.channels} weights", flush=True)
-        paths = ["fp32", "bf16", "runner"]
+        paths = [*bare, "runner"]
         rates: dict[str, list[float]] = {name: [] for name in paths + (["leelaz"] if leela else [])}
         batches: list[float] = []
         round_s = max(0.5, args.seconds / (MIN_ROUNDS * (len(paths) + (2 if leela else 0))))
@@ -222,8 +225,8 @@ def run(args: argparse.Namespace) -> dict:
         rounds = 0
         while rounds < MIN_ROUNDS or time.monotonic() - start < args.seconds:
             rounds += 1
-            for precision in ("fp32", "bf16"):
-                rates[precision].append(_bare_round(bare[precision], spatial, global_inputs, round_s))
+            for name, evaluator in bare.items():
+                rates[name].append(_bare_round(evaluator, spatial, global_inputs, round_s))
             evals, mean_batch = _runner_round(runner, round_s)
             rates["runner"].append(evals)
             batches.append(mean_batch)
@@ -246,5 +249,5 @@ def run(args: argparse.Namespace) -> dict:
             figures[f"ratio_{name}_vs_leelaz"] = round(medians[name] / medians["leelaz"], 3)
         print("vs Leela Zero: " + ", ".join(f"{name} {figures[f'ratio_{name}_vs_leelaz']:.2f}x" for name in paths),
               flush=True)
-    figures["ratio_bf16_vs_fp32"] = round(medians["bf16"] / medians["fp32"], 3)
+    figures["ratio_best_vs_torch_fp32"] = round(max(medians[name] for name in bare) / medians["torch_fp32"], 3)
     return figures

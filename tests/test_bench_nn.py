@@ -46,9 +46,10 @@ def test_bench_nn_prints_figures_and_ratios(leelaz: str) -> None:
     )
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert figures["bench"] == "nn" and figures["board"] == 19 and figures["rounds"] >= 3
-    for name in ("fp32", "bf16", "runner", "leelaz"):
+    paths = ("torch_fp32", "torch_bf16", "openvino_fp32", "openvino_bf16", "runner")
+    for name in (*paths, "leelaz"):
         assert figures[f"{name}_evals_per_s"] > 0
-    for name in ("fp32", "bf16", "runner"):
+    for name in paths:
         ratio = figures[f"{name}_evals_per_s"] / figures["leelaz_evals_per_s"]
         assert abs(figures[f"ratio_{name}_vs_leelaz"] - ratio) <= 0.01 * ratio
     assert 1 <= figures["runner_mean_batch"] <= figures["batch"]

@@ -280,7 +280,7 @@ def test_evaluator_waits_for_a_restarted_server(tmp_path: Path) -> None:
 
 
 def test_triton_serves_the_real_export_like_torch(triton_server, tmp_path: Path) -> None:
-    from tengen.nn.evaluator import TorchEvaluator
+    from tengen.nn.evaluator import make_evaluator
     from tengen.nn.export import export_model
     from tengen.nn.model import build_model
 
@@ -291,7 +291,7 @@ def test_triton_serves_the_real_export_like_torch(triton_server, tmp_path: Path)
     name = _new_model(repo)
     repo.write_version(name, export)
     load_model(triton_server.grpc_url, name)
-    local = TorchEvaluator(export)
+    local = make_evaluator(export, num_threads=1)  # the runtime and precision Triton picks
     with TritonEvaluator(triton_server.grpc_url, name) as remote:
         for size in (9, 19):
             spatial, glob = _inputs(6, size=size, seed=size)

@@ -6,9 +6,15 @@ forward(spatial float32 [B, 18, H, W], globals float32 [B, 10]) -> (policy [B, H
 value [B, 3], score [B, 2], ownership [B, H, W]). Requests that the dynamic batcher hands over
 together are run as one forward pass per board shape.
 
-Runs inside Triton's Python stub, so it imports only torch, numpy and Triton's utilities.
-The `precision` parameter is the one tengen.nn.evaluator.resolve_precision resolves ("auto": bf16
-autocast where the CPU has native bf16, fp32 elsewhere); outputs are float32 either way.
+Runs inside Triton's Python stub, so it imports only torch, OpenVINO, numpy and Triton's
+utilities (this file is copied into every version directory; tengen.nn.evaluator holds the same
+choices for in-process evaluation). Parameters:
+- `runtime`: "openvino" compiles the frozen TorchScript with OpenVINO (1.8x torch's evals/s for
+  the cpu preset's small net, which spends its time in per-op overhead under torch), "torch" runs
+  it as it is, "auto" takes OpenVINO where it is installed.
+- `precision`: "auto" computes in bf16 where the CPU has native bf16 (AVX512-BF16, AMX) and in
+  fp32 elsewhere, where bf16 is emulated and slower; outputs are float32 either way.
+- `torch_threads`: the threads of one instance (torch's or OpenVINO's).
 """
 import json
 import os
@@ -18,6 +24,27 @@ import torch
 import triton_python_backend_utils as pb_utils
 
 OUTPUT_NAMES = ("policy", "value", "score", "ownership")
+NUM_SPATIAL, NUM_GLOBAL = 18, 10
+
+
+def _openvino_bf16():
+    import openvino as ov
+
+    return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+
+
+def _openvino_model(module, threads, bf16):
+    """The export compiled by OpenVINO for dynamic batch and board size (freezing folds the
+    scripted module's eval-mode branches, which OpenVINO's TorchScript frontend cannot convert)."""
+    import openvino as ov
+
+    example = (torch.zeros(1, NUM_SPATIAL, 9, 9), torch.zeros(1, NUM_GLOBAL))
+    model = ov.convert_model(torch.jit.freeze(module), example_input=example,
+                             input=[ov.PartialShape([-1, NUM_SPATIAL, -1, -1]), ov.PartialShape([-1, NUM_GLOBAL])])
+    compiled = ov.Core().compile_model(model, "CPU", {
+        "INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "bf16" if bf16 else "f32",
+        "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1})
+    return compiled.create_infer_request()
 
 
 class TritonPythonModel:
@@ -30,12 +57,34 @@ class TritonPythonModel:
         precision = params.get("precision", {}).get("string_value", "auto") or "auto"
         if precision not in ("auto", "bf16", "fp32"):
             raise ValueError("precision must be auto, bf16 or fp32, got %r" % precision)
-        # bf16 convolutions are about 1.5x fp32 on CPUs with AVX512-BF16 and much slower without.
-        self.bf16 = precision == "bf16" or (precision == "auto" and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        runtime = params.get("runtime", {}).get("string_value", "auto") or "auto"
+        if runtime not in ("auto", "torch", "openvino"):
+            raise ValueError("runtime must be auto, torch or openvino, got %r" % runtime)
+        if runtime == "auto":
+            try:
+                import openvino  # noqa: F401
+                runtime = "openvino"
+            except ImportError:
+                runtime = "torch"
         path = os.path.join(args["model_repository"], args["model_version"], "model.pt")
         self.module = torch.jit.load(path, map_location="cpu")
         self.module.eval()
-        self.name = "%s v%s (%s)" % (args["model_name"], args["model_version"], "bf16" if self.bf16 else "fp32")
+        self.request = None
+        if runtime == "openvino":
+            self.bf16 = precision == "bf16" or (precision == "auto" and _openvino_bf16())
+            self.request = _openvino_model(self.module, max(threads, 0), self.bf16)
+        else:
+            self.bf16 = precision == "bf16" or (precision == "auto" and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        self.name = "%s v%s (%s %s)" % (args["model_name"], args["model_version"], runtime,
+                                        "bf16" if self.bf16 else "fp32")
+
+    def _forward(self, spatial, glob):
+        if self.request is not None:
+            outputs = self.request.infer({0: spatial, 1: glob})
+            return [np.ascontiguousarray(outputs[i], dtype=np.float32) for i in range(len(OUTPUT_NAMES))]
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+            outs = self.module(torch.from_numpy(spatial), torch.from_numpy(glob))
+        return [o.float().contiguous().numpy() for o in outs]
 
     def execute(self, requests):
         responses = [None] * len(requests)
@@ -55,14 +104,12 @@ class TritonPythonModel:
             spatial = np.concatenate([inputs[j][0] for _, j in members])
             glob = np.concatenate([inputs[j][1] for _, j in members])
             try:
-                with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
-                    outs = self.module(torch.from_numpy(spatial), torch.from_numpy(glob))
+                arrays = self._forward(spatial, glob)
             except Exception as exc:  # a bad batch must fail its requests, not the model
                 for i, _ in members:
                     responses[i] = pb_utils.InferenceResponse(
                         error=pb_utils.TritonError("%s: forward failed: %s" % (self.name, exc)))
                 continue
-            arrays = [o.float().contiguous().numpy() for o in outs]
             start = 0
             for i, j in members:
                 n = inputs[j][0].shape[0]
@@ -73,4 +120,4 @@ class TritonPythonModel:
         return responses
 
     def finalize(self):
-        self.module = None
+        self.module = self.request = None

@@ -45,6 +45,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--visits", type=_positive, default=1,
                         help="playouts per move: 1 (default) plays the raw policy, more search with MCTS")
     parser.add_argument("--threads", type=_positive, default=1, help="CPU threads for the net (default 1)")
+    parser.add_argument("--runtime", default="auto", choices=("auto", "torch", "openvino"),
+                        help="CPU runtime of an export (default auto: OpenVINO where installed, else torch)")
 
 
 def build_analyzer(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
@@ -59,9 +61,9 @@ def build_analyzer(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         evaluator: Any = TritonEvaluator(args.triton, args.model, args.model_version)
         metadata: dict[str, Any] = {"model": args.model, "version": args.model_version}
     else:
-        from tengen.nn.evaluator import TorchEvaluator
+        from tengen.nn.evaluator import make_evaluator
 
-        evaluator = TorchEvaluator(args.model, num_threads=args.threads)
+        evaluator = make_evaluator(args.model, num_threads=args.threads, runtime=args.runtime)
         metadata = evaluator.metadata
     return (PolicyAnalyzer(evaluator) if args.visits == 1 else MctsAnalyzer(evaluator)), metadata
 

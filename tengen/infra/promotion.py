@@ -59,7 +59,7 @@ def validate_export(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         raise ExportError(f"{path} is not a TorchScript file: {str(exc).strip().splitlines()[0]}") from None
     spatial, glob = canary_inputs()
     try:
-        outputs = TorchEvaluator(module).evaluate(spatial, glob)
+        outputs = TorchEvaluator(module, precision="fp32").evaluate(spatial, glob)
     except Exception as exc:  # anything the scripted forward raises
         raise ExportError(f"{path}: the exported module fails on a 9x9 position: {exc}") from None
     n, size = spatial.shape[0], spatial.shape[-1]
@@ -77,12 +77,28 @@ def check_served(url: str, model: str, expected: dict[str, np.ndarray]) -> Calla
     def check(version: int) -> None:
         with TritonEvaluator(url, model, version, retry_deadline_s=30.0) as evaluator:
             got = evaluator.evaluate(*canary_inputs())
-        for name, want in expected.items():
-            if not np.allclose(got[name], want, rtol=1e-3, atol=1e-3):
-                raise TritonError(f"Triton's {model} version {version} does not compute what the export does "
-                                  f"(output {name} differs); does it serve the repository written to?")
+        differs = [name for name in expected if not agree(name, got[name], expected[name])]
+        if differs:
+            raise TritonError(f"Triton's {model} version {version} does not compute what the export does "
+                              f"(outputs {', '.join(differs)} differ); does it serve the repository written to?")
 
     return check
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def agree(name: str, served: np.ndarray, export_fp32: np.ndarray) -> bool:
+    """Whether a served output is the export's (fp32) one up to reduced precision: Triton may
+    compute in bf16 (services/inference/model.py), which moves probabilities by about 0.005 and
+    scores by about 0.2 points, where another net's answers differ by far more."""
+    if name in ("policy", "value"):
+        return bool(np.abs(_softmax(served) - _softmax(export_fp32)).max() <= 0.03)
+    if name == "score":
+        return bool(np.abs(served - export_fp32).max() <= 0.5 + 0.02 * np.abs(export_fp32).max())
+    return bool(np.abs(served - export_fp32).max() <= 0.05)  # ownership in [-1, 1]
 
 
 def load_checked(repository: ModelRepository, url: str, model: str, export: Path,

@@ -43,7 +43,7 @@ from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
 from tengen.infra.broker import free_port
 from tengen.infra.files import fsync_dir
 from tengen.infra.process import kill_process, stop_process
-from tengen.nn.evaluator import PRECISIONS, check_batch
+from tengen.nn.evaluator import PRECISIONS, RUNTIMES, check_batch
 from tengen.nn.export import OUTPUT_NAMES
 
 log = logging.getLogger(__name__)
@@ -92,9 +92,10 @@ def render_config(
     warmup_board: int = 9,
     warmup_batch: int = 1,
     precision: str = "auto",
+    runtime: str = "auto",
 ) -> str:
-    """The model's config.pbtxt from the templates in services/inference/. precision (Python
-    backend only): see tengen.nn.evaluator.PRECISIONS."""
+    """The model's config.pbtxt from the templates in services/inference/. precision and runtime
+    (Python backend only): see tengen.nn.evaluator.PRECISIONS and RUNTIMES."""
     _check_name(name)
     if backend not in CONFIG_TEMPLATES:
         raise ValueError(f"unknown backend {backend!r}; choose one of {sorted(CONFIG_TEMPLATES)}")
@@ -104,10 +105,12 @@ def render_config(
         raise ValueError(f"warmup board {warmup_board} or batch {warmup_batch} out of range")
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
+    if runtime not in RUNTIMES:
+        raise ValueError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
     template = string.Template(CONFIG_TEMPLATES[backend].read_text())
     return template.substitute(
         name=name, max_batch_size=max_batch_size, queue_delay_us=queue_delay_us, instances=instances,
-        torch_threads=torch_threads, warmup_board=warmup_board, warmup_batch=warmup_batch, precision=precision,
+        torch_threads=torch_threads, warmup_board=warmup_board, warmup_batch=warmup_batch, precision=precision, runtime=runtime,
         num_spatial=NUM_SPATIAL, num_global=NUM_GLOBAL,
     )
 
