@@ -192,8 +192,11 @@ def test_triton_image_gives_the_python_backend_numpy_1_and_torch() -> None:
     args = dockerfile_args(DOCKERFILES[1])
     assert re.fullmatch(r"nvcr\.io/nvidia/tritonserver:24\.\d\d-py3", args["TRITON_IMAGE"])
     assert args["NUMPY_VERSION"].startswith("1."), "the Python backend stub returns empty outputs with numpy 2"
-    # The Python backend loads the export with the torch that wrote it.
+    # The Python backend loads the export with the torch that wrote it, and compiles it with the
+    # project's OpenVINO.
     assert args["TORCH_VERSION"] == dockerfile_args(DOCKERFILES[0])["TORCH_VERSION"]
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert f"openvino=={args['OPENVINO_VERSION']}" in pyproject["project"]["dependencies"]
     entrypoint = (REPO / "docker" / "triton-entrypoint.sh").read_text()
     assert "--model-control-mode=explicit" in entrypoint
 
