@@ -22,7 +22,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -49,18 +48,6 @@ def _wait(condition, timeout_s: float, what: str, proc: subprocess.Popen, log: P
         if time.monotonic() > deadline:
             raise SystemExit(f"timed out after {timeout_s:.0f} s waiting for {what}; log {log}")
         time.sleep(0.5)
-
-
-def _runner_round(runner, seconds: float) -> float:
-    stop = threading.Event()
-    timer = threading.Timer(seconds, stop.set)
-    timer.start()
-    try:
-        for _ in runner.run(None, stop=stop):
-            pass
-    finally:
-        timer.cancel()
-    return runner.stats.as_dict()["moves_per_s"]
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -129,7 +116,7 @@ def run(args: argparse.Namespace) -> dict:
                 loop_rates.append((after - before) / (now - then))
                 selfplay.send_signal(signal.SIGSTOP)
                 try:
-                    local_rates.append(_runner_round(runner, round_s))
+                    local_rates.append(runner.play_for(round_s)["moves_per_s"])
                 finally:
                     selfplay.send_signal(signal.SIGCONT)
                 print(f"  round {len(loop_rates)}: loop {loop_rates[-1]:.1f} positions/s, "

@@ -156,20 +156,6 @@ def _bare_round(evaluator, spatial: np.ndarray, global_inputs: np.ndarray, secon
     return calls * len(spatial) / (time.perf_counter() - start)
 
 
-def _runner_round(runner, seconds: float) -> tuple[float, float]:
-    """(evals/s, mean batch) of the runner playing for `seconds`."""
-    stop = threading.Event()
-    timer = threading.Timer(seconds, stop.set)
-    timer.start()
-    try:
-        for _ in runner.run(None, stop=stop):
-            pass
-    finally:
-        timer.cancel()
-    stats = runner.stats.as_dict()
-    return stats["leaves_per_s"], stats["mean_batch"]
-
-
 def run(args: argparse.Namespace) -> dict:
     import torch
 
@@ -227,9 +213,9 @@ def run(args: argparse.Namespace) -> dict:
             rounds += 1
             for name, evaluator in bare.items():
                 rates[name].append(_bare_round(evaluator, spatial, global_inputs, round_s))
-            evals, mean_batch = _runner_round(runner, round_s)
-            rates["runner"].append(evals)
-            batches.append(mean_batch)
+            stats = runner.play_for(round_s)
+            rates["runner"].append(stats["leaves_per_s"])
+            batches.append(stats["mean_batch"])
             if leela is not None:
                 rates["leelaz"].append(leela.round())
             print(f"  round {rounds}: " + ", ".join(f"{name} {values[-1]:.0f}" for name, values in rates.items()),

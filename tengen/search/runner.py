@@ -192,6 +192,18 @@ class BatchedRunner:
                         self._served_by(slot, e, version)
             backup_batch(half.trees[e], half.counts[e], out["policy"], out["value"], out["score"])
 
+    def play_for(self, seconds: float) -> dict[str, float]:
+        """Play for `seconds` (the games then in progress are dropped); the stats of that time."""
+        stop = threading.Event()
+        timer = threading.Timer(seconds, stop.set)
+        timer.start()
+        try:
+            for _ in self.run(None, stop=stop):
+                pass
+        finally:
+            timer.cancel()
+        return self.stats.as_dict()
+
     def run(self, num_games: int | None = None, stop: threading.Event | None = None) -> Iterator[Any]:
         """Play until `num_games` games have finished (forever when None) or `stop` is set
         (games in progress are then dropped); yields each finished game's result. Closing the
