@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> dict:
         try:
             print(f"preset {args.preset}: {config.trainer.arch} (random weights), boards {config.game.board_sizes}, "
                   f"{config.selfplay.games_in_parallel} games in parallel, {config.triton.instances} Triton "
-                  f"instance(s); rounds of {round_s:.0f} s", flush=True)
+                  f"instance(s); rounds of {round_s:.0f} s; data dir {data_dir}", flush=True)
             broker.start(timeout_s=60.0)
             ensure_topics(broker.bootstrap)
             producer = ReliableProducer(broker.bootstrap, client_id="tengen-bench-loop")

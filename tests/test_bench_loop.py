@@ -2,8 +2,13 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -21,3 +26,43 @@ def test_bench_loop_prints_both_paths_and_their_ratio() -> None:
     assert loop > 0 and local > 0  # the service's games reached its counter while it ran
     assert abs(figures["ratio_loop_vs_in_process"] - loop / local) <= 0.01 * loop / local
     assert sum(line.startswith("  round ") for line in lines) == figures["rounds"]
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """Processes whose command line or environment names `text`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            blob = (proc / "cmdline").read_bytes() + (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if text.encode() in blob:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_servers_and_removes_the_data_dir() -> None:
+    bench = subprocess.Popen([sys.executable, "-m", "tengen.cli", "bench", "loop", "--preset", "tiny", "--seconds", "600"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    data_dir = None
+    try:
+        for line in bench.stdout:
+            match = re.search(r"data dir (\S+)", line)
+            data_dir = data_dir or (match.group(1) if match else None)
+            if "waiting for its first games" in line:
+                break
+        assert data_dir is not None and _processes_mentioning(data_dir), "the bench never started its services"
+        bench.send_signal(signal.SIGTERM)
+        assert bench.wait(timeout=120) == 128 + signal.SIGTERM
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+    deadline = time.monotonic() + 30
+    while _processes_mentioning(data_dir) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _processes_mentioning(data_dir), "a server the bench started outlived it"
+    assert not Path(data_dir).exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import signal
 
 BENCHMARKS: list[str] = ["go", "features", "ratings", "train", "inference", "nn", "mcts", "selfplay", "loop"]
 
@@ -33,8 +34,15 @@ def _runner(name, module):
     def run(args: argparse.Namespace) -> int:
         if args.seconds <= 0:
             raise SystemExit("--seconds must be positive")
+        # SIGTERM unwinds like Ctrl-C, so a benchmark's finally blocks stop the servers it started
+        # and remove its temporary directories.
+        signal.signal(signal.SIGTERM, _exit_on_signal)
         figures = {"bench": name, **module.run(args)}
         print(json.dumps(figures), flush=True)
         return 0
 
     return run
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
