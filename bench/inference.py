@@ -58,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CPU runtime of both paths (tengen.nn.evaluator.RUNTIMES; default auto: OpenVINO)")
     parser.add_argument("--precision", default="auto", choices=("auto", "bf16", "fp32"),
                         help="precision of both paths (default auto: bf16 where the CPU has it)")
+    parser.add_argument("--shared-memory", default="on", choices=("on", "off"),
+                        help="tensors through system shared memory (on, as a worker beside Triton does) or in "
+                             "the gRPC messages (off)")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
 
 
@@ -168,6 +171,7 @@ def run(args: argparse.Namespace) -> dict:
           f"{triton_threads or 'default'} thread(s), {args.in_flight} request(s) in flight, queue delay "
           f"{args.queue_delay_us} us; rounds alternate for {per_batch:.1f} s per batch size", flush=True)
     figures: dict = {"arch": args.arch, "board": args.board, "runtime": args.runtime, "precision": args.precision,
+                     "shared_memory": args.shared_memory,
                      "threads": threads, "triton_threads": triton_threads,
                      "instances": args.instances, "in_flight": args.in_flight}
     with tempfile.TemporaryDirectory(prefix="tengen-bench-inference-") as tmp:
@@ -182,7 +186,8 @@ def run(args: argparse.Namespace) -> dict:
         print("  Triton server starting (copying the wheel's server tree, loading the model)...", flush=True)
         started = time.perf_counter()
         with LocalTriton(repo.root, f"{tmp}/work", load_models=[name]) as server, \
-                TritonEvaluator(server.grpc_url, name, max_in_flight=args.in_flight) as remote, \
+                TritonEvaluator(server.grpc_url, name, max_in_flight=args.in_flight,
+                                shared_memory=args.shared_memory == "on") as remote, \
                 contextlib.closing(grpcclient.InferenceServerClient(server.grpc_url)) as stats_client:
             print(f"  Triton ready in {time.perf_counter() - started:.1f} s (gRPC {server.grpc_url})", flush=True)
             server_pid = server.pid

@@ -364,3 +364,66 @@ def test_gpu_config_binds_to_the_export(tmp_path: Path) -> None:
     assert outputs == list(OUTPUT_NAMES)
     assert str(schema.returns[0].type) == f"Tuple[{', '.join(['Tensor'] * len(OUTPUT_NAMES))}]"
     assert tr.EXPORT_FILENAME == "model.pt"  # the libtorch backend's default file name
+
+
+def _own_regions() -> list[str]:
+    return [p.name for p in Path("/dev/shm").glob(f"tengen-{os.getpid()}-*")]
+
+
+def test_shared_memory_carries_the_same_tensors_and_is_removed_on_close(triton_server, tmp_path: Path) -> None:
+    repo = triton_server.repository
+    name = _new_model(repo)
+    repo.write_version(name, _export(tmp_path / "v1.pt", 1.0))
+    load_model(triton_server.grpc_url, name)
+    with TritonEvaluator(triton_server.grpc_url, name, shared_memory=False) as plain:
+        want = {size: plain.evaluate(*_inputs(5, size=size, seed=size)) for size in (7, 19)}
+    shared = TritonEvaluator(triton_server.grpc_url, name)  # loopback: shared memory by default
+    try:
+        assert shared.shared_memory
+        in_flight = [shared.submit(*_inputs(5, size=size, seed=size)) for size in (7, 19, 7, 19)]
+        for future, size in zip(in_flight, (7, 19, 7, 19)):
+            got = future.result(timeout=60).outputs
+            for key in want[size]:
+                np.testing.assert_array_equal(got[key], want[size][key], err_msg=key)
+        assert shared.shared_memory and _own_regions()
+        status = _grpc_status(triton_server.grpc_url)
+        assert any(region.startswith(f"tengen-{os.getpid()}-") for region in status)
+    finally:
+        shared.close()
+    assert not _own_regions()
+    assert not any(r.startswith(f"tengen-{os.getpid()}-") for r in _grpc_status(triton_server.grpc_url))
+
+
+def _grpc_status(url: str) -> list[str]:
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        return list(client.get_system_shared_memory_status(as_json=True).get("regions", {}))
+    finally:
+        client.close()
+
+
+def test_shared_memory_falls_back_to_grpc_where_the_server_cannot_map_it(
+        triton_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from tengen.infra import shm
+
+    repo = triton_server.repository
+    name = _new_model(repo)
+    repo.write_version(name, _export(tmp_path / "v1.pt", 1.0))
+    load_model(triton_server.grpc_url, name)
+    real_init = shm.ShmRegion.__init__
+
+    def elsewhere(self, max_batch: int) -> None:  # a key the server's host does not have
+        real_init(self, max_batch)
+        self.key = f"/{self.name}-on-another-host"
+
+    monkeypatch.setattr(shm.ShmRegion, "__init__", elsewhere)
+    with TritonEvaluator(triton_server.grpc_url, name, shared_memory=True) as evaluator:
+        with caplog.at_level("WARNING", logger="tengen.infra.triton"):
+            out = evaluator.evaluate(*_inputs(3))
+        assert out["value"].shape == (3, 3) and np.all(out["value"] == 1.0)
+        assert not evaluator.shared_memory
+        assert "cannot map this host's shared memory" in caplog.text
+        evaluator.evaluate(*_inputs(2))  # plain gRPC from now on
+    assert not _own_regions()

@@ -43,6 +43,7 @@ from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
 from tengen.infra.broker import free_port
 from tengen.infra.files import fsync_dir
 from tengen.infra.process import kill_process, stop_process
+from tengen.infra.shm import ShmRegion
 from tengen.nn.evaluator import PRECISIONS, RUNTIMES, check_batch
 from tengen.nn.export import OUTPUT_NAMES
 
@@ -544,6 +545,13 @@ class InferenceResult:
     model_version: int
 
 
+class _SharedMemoryUnsupported(Exception):
+    """The server cannot map this client's shared memory (another host or container)."""
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
 class TritonEvaluator:
     """The Evaluator protocol over Triton's gRPC API.
 
@@ -555,11 +563,14 @@ class TritonEvaluator:
     Setting `stop` (a service's shutdown event) ends the retrying at once with a TritonError, so a
     worker waiting for a dead server still stops promptly.
     `submit()` runs a request on a small thread pool so several batches can be in flight.
+    `shared_memory`: pass inputs and outputs through system shared memory (tengen.infra.shm)
+    instead of the gRPC messages; None (default) uses it when the server is on this host's loopback
+    and falls back to plain gRPC, with a log line, where the server cannot map the regions.
     """
 
     def __init__(self, url: str, model: str, version: int | None = None, *, timeout_s: float = 60.0,
                  retry_deadline_s: float = 300.0, max_in_flight: int = 4,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, shared_memory: bool | None = None) -> None:
         self.url = url
         self.model = _check_name(model)
         self.timeout_s = timeout_s
@@ -572,6 +583,10 @@ class TritonEvaluator:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_in_flight,
                                                            thread_name_prefix="triton-eval")
         self.max_batch_size = self._call_with_retry(self._fetch_max_batch)
+        if shared_memory is None:
+            shared_memory = url.rpartition(":")[0] in LOOPBACK_HOSTS
+        self.shared_memory = shared_memory
+        self._regions: list[ShmRegion] = []
 
     @property
     def version(self) -> int | None:
@@ -615,6 +630,8 @@ class TritonEvaluator:
         while True:
             try:
                 result = fn()
+            except _SharedMemoryUnsupported:
+                raise
             except Exception as exc:
                 if _is_unknown_model(exc):
                     raise self._unknown(exc) from exc
@@ -633,28 +650,77 @@ class TritonEvaluator:
             return result
 
     def _infer_chunk(self, spatial: np.ndarray, global_inputs: np.ndarray) -> InferenceResult:
+        if self.shared_memory:
+            try:
+                return self._call_with_retry(lambda: self._infer_shared(spatial, global_inputs))
+            except _SharedMemoryUnsupported as exc:
+                log.warning("evaluator: Triton at %s cannot map this host's shared memory (%s); sending "
+                            "tensors in the gRPC messages from now on", self.url, exc)
+                self.shared_memory = False
+        return self._call_with_retry(lambda: self._infer_grpc(spatial, global_inputs))
+
+    def _request(self, client, inputs, outputs) -> tuple[object, int]:
+        version = self._version
+        result = client.infer(self.model, inputs, model_version=str(version) if version else "",
+                              outputs=outputs, client_timeout=self.timeout_s)
+        return result, int(result.get_response().model_version)
+
+    def _infer_grpc(self, spatial: np.ndarray, global_inputs: np.ndarray) -> InferenceResult:
         import tritonclient.grpc as grpcclient
 
         inputs = [grpcclient.InferInput("spatial", list(spatial.shape), "FP32"),
                   grpcclient.InferInput("globals", list(global_inputs.shape), "FP32")]
         inputs[0].set_data_from_numpy(spatial)
         inputs[1].set_data_from_numpy(global_inputs)
-        outputs = [grpcclient.InferRequestedOutput(name) for name in OUTPUT_NAMES]
-        version = self._version
+        result, version = self._request(self._client(), inputs, [grpcclient.InferRequestedOutput(n) for n in OUTPUT_NAMES])
+        arrays = {name: result.as_numpy(name) for name in OUTPUT_NAMES}
+        for name, arr in arrays.items():
+            if arr is None or arr.shape[0] != spatial.shape[0]:
+                raise TritonError(f"{self.model}: output {name} missing or wrong batch size")
+        # as_numpy gives read-only views of the response; the search's Cython backup takes
+        # writable memoryviews, like TorchEvaluator's arrays.
+        return InferenceResult({name: np.array(arr) for name, arr in arrays.items()}, version)
 
-        def call() -> InferenceResult:
-            result = self._client().infer(self.model, inputs, model_version=str(version) if version else "",
-                                          outputs=outputs, client_timeout=self.timeout_s)
-            arrays = {name: result.as_numpy(name) for name in OUTPUT_NAMES}
-            for name, arr in arrays.items():
-                if arr is None or arr.shape[0] != spatial.shape[0]:
-                    raise TritonError(f"{self.model}: output {name} missing or wrong batch size")
-            # as_numpy gives read-only views of the response; the search's Cython backup takes
-            # writable memoryviews, like TorchEvaluator's arrays.
-            writable = {name: np.array(arr) for name, arr in arrays.items()}
-            return InferenceResult(writable, int(result.get_response().model_version))
+    def _infer_shared(self, spatial: np.ndarray, global_inputs: np.ndarray) -> InferenceResult:
+        import tritonclient.grpc as grpcclient
 
-        return self._call_with_retry(call)
+        client, region = self._client(), self._region()
+        placed_inputs, placed_outputs = region.write_inputs(spatial, global_inputs)
+        inputs = []
+        for p in placed_inputs:
+            inputs.append(grpcclient.InferInput(p.name, list(p.shape), "FP32"))
+            inputs[-1].set_shared_memory(region.name, p.nbytes, p.offset)
+        outputs = []
+        for p in placed_outputs:
+            outputs.append(grpcclient.InferRequestedOutput(p.name))
+            outputs[-1].set_shared_memory(region.name, p.nbytes, p.offset)
+        if not region.registered:
+            self._register(client, region)
+        try:
+            _, version = self._request(client, inputs, outputs)
+        except Exception:
+            region.registered = False  # a restarted server has forgotten it: register it again
+            raise
+        return InferenceResult(region.read_outputs(placed_outputs), version)
+
+    def _region(self) -> ShmRegion:
+        region = getattr(self._local, "region", None)
+        if region is None:
+            region = self._local.region = ShmRegion(self.max_batch_size)
+            with self._clients_lock:
+                self._regions.append(region)
+        return region
+
+    def _register(self, client, region: ShmRegion) -> None:
+        with contextlib.suppress(Exception):  # a registration the server still holds from before
+            client.unregister_system_shared_memory(region.name)
+        try:
+            client.register_system_shared_memory(region.name, region.key, region.byte_size)
+        except Exception as exc:
+            if _is_unavailable(exc):
+                raise
+            raise _SharedMemoryUnsupported(str(exc).strip()[:300]) from exc
+        region.registered = True
 
     def infer(self, spatial: np.ndarray, globals: np.ndarray) -> InferenceResult:  # noqa: A002
         """Outputs plus the version that computed them (the lowest one when a batch was split)."""
@@ -678,6 +744,13 @@ class TritonEvaluator:
         self._pool.shutdown(wait=True)
         with self._clients_lock:
             clients, self._clients = self._clients, []
+            regions, self._regions = self._regions, []
+        if regions and clients:
+            for region in regions:
+                with contextlib.suppress(Exception):  # the server may be gone: nothing to unregister
+                    clients[0].unregister_system_shared_memory(region.name, client_timeout=5.0)
+        for region in regions:
+            region.close()
         for client in clients:
             client.close()
         self._local = threading.local()

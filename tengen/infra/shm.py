@@ -1,0 +1,87 @@
+"""System shared memory between a TritonEvaluator and a Triton server on the same host.
+
+Over plain gRPC every batch is copied into a protobuf message, parsed by the server, and the same
+again for the outputs. With the inputs and outputs in a region of /dev/shm that both processes
+map, a request carries only the region's name, offsets and sizes. A region is used by one client
+thread at a time, for one request from start to end, and is sized for the model's largest batch
+on the largest board: inputs first, then room for the outputs.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+from multiprocessing import shared_memory
+
+import numpy as np
+
+from tengen.go.planes import MAX_BOARD, NUM_GLOBAL, NUM_SPATIAL
+from tengen.nn.export import OUTPUT_NAMES
+
+FLOAT_BYTES = 4
+_IDS = itertools.count()
+
+
+def output_shapes(n: int, height: int, width: int) -> dict[str, tuple[int, ...]]:
+    """The shapes of the exported model's outputs for n positions of height x width."""
+    return {"policy": (n, height * width + 1), "value": (n, 3), "score": (n, 2), "ownership": (n, height, width)}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one tensor lies in a region."""
+    name: str
+    shape: tuple[int, ...]
+    offset: int
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * FLOAT_BYTES
+
+
+class ShmRegion:
+    """One /dev/shm region named `tengen-<pid>-<n>`; `registered` is the client's note of whether
+    the server knows it (a restarted server forgets its regions)."""
+
+    def __init__(self, max_batch: int) -> None:
+        self.name = f"tengen-{os.getpid()}-{next(_IDS)}"
+        per_position = NUM_SPATIAL * MAX_BOARD * MAX_BOARD + NUM_GLOBAL + 2 * MAX_BOARD * MAX_BOARD + 1 + 3 + 2
+        self.byte_size = max_batch * per_position * FLOAT_BYTES
+        self.key = f"/{self.name}"  # the POSIX name the server opens
+        self._shm: shared_memory.SharedMemory | None = shared_memory.SharedMemory(
+            name=self.name, create=True, size=self.byte_size)
+        self.registered = False
+
+    def write_inputs(self, spatial: np.ndarray, global_inputs: np.ndarray) -> tuple[list[Placement], list[Placement]]:
+        """Copy a batch in; (input placements, output placements) for the request."""
+        if self._shm is None:
+            raise ValueError(f"shared memory region {self.name} is closed")
+        inputs = [Placement("spatial", spatial.shape, 0),
+                  Placement("globals", global_inputs.shape, spatial.nbytes)]
+        offset = spatial.nbytes + global_inputs.nbytes
+        outputs = []
+        for name, shape in output_shapes(spatial.shape[0], spatial.shape[2], spatial.shape[3]).items():
+            outputs.append(Placement(name, shape, offset))
+            offset += outputs[-1].nbytes
+        if offset > self.byte_size:
+            raise ValueError(f"a batch of {spatial.shape[0]} at {spatial.shape[2]}x{spatial.shape[3]} needs "
+                             f"{offset} bytes; region {self.name} has {self.byte_size}")
+        for placement, array in zip(inputs, (spatial, global_inputs)):
+            self._view(placement)[...] = array
+        return inputs, outputs
+
+    def read_outputs(self, outputs: list[Placement]) -> dict[str, np.ndarray]:
+        """Copies of the outputs (the region is reused by the next request)."""
+        arrays = {p.name: np.array(self._view(p)) for p in outputs}
+        return {name: arrays[name] for name in OUTPUT_NAMES}
+
+    def _view(self, placement: Placement) -> np.ndarray:
+        assert self._shm is not None
+        return np.ndarray(placement.shape, np.float32, buffer=self._shm.buf, offset=placement.offset)
+
+    def close(self) -> None:
+        """Unmap and unlink (the server must have unregistered it, or have gone)."""
+        if self._shm is not None:
+            self._shm.close()
+            self._shm.unlink()
+            self._shm = None
