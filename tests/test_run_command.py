@@ -335,3 +335,17 @@ def _running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+@pytest.mark.parametrize("preset, instances", [("tiny", 1), ("cpu", 2)])
+def test_the_bootstrapped_model_has_the_presets_triton_instances(tmp_path: Path, preset: str, instances: int) -> None:
+    from tengen.infra.triton import ModelRepository
+    from tengen.run.bootstrap import ensure_model
+
+    config = load_config(preset)
+    repository = ModelRepository(tmp_path / "models")
+    assert ensure_model(repository, config) == (1, True)
+    text = (repository.model_dir(config.run.model_name) / "config.pbtxt").read_text()
+    assert f"KIND_CPU count: {instances} " in text
+    assert 'key: "precision" value: { string_value: "auto" }' in text
+    assert 'key: "runtime" value: { string_value: "auto" }' in text
