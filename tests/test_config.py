@@ -45,6 +45,7 @@ def test_environment_overrides_are_typed() -> None:
         ({"TENGEN_TRAINER__BATCH_SIZE": "many"}, "trainer.batch_size: expected int"),
         ({"TENGEN_GAME__BOARD_SIZES": "5"}, "within 7..19"),
         ({"TENGEN_GATING__WINS_TO_PASS": "500"}, "gating.wins_to_pass"),
+        ({"TENGEN_TRITON__INSTANCES": "0"}, "triton.instances must be >= 1"),
     ],
 )
 def test_bad_overrides_name_the_key(env: dict, fragment: str) -> None:
