@@ -385,13 +385,13 @@ def test_shared_memory_carries_the_same_tensors_and_is_removed_on_close(triton_s
             got = future.result(timeout=60).outputs
             for key in want[size]:
                 np.testing.assert_array_equal(got[key], want[size][key], err_msg=key)
-        assert shared.shared_memory and _own_regions()
-        status = _grpc_status(triton_server.grpc_url)
-        assert any(region.startswith(f"tengen-{os.getpid()}-") for region in status)
+        ours = {region.name for region in shared._regions}  # other evaluators of this process may have more
+        assert shared.shared_memory and ours and ours <= set(_own_regions())
+        assert ours <= set(_grpc_status(triton_server.grpc_url))
     finally:
         shared.close()
-    assert not _own_regions()
-    assert not any(r.startswith(f"tengen-{os.getpid()}-") for r in _grpc_status(triton_server.grpc_url))
+    assert not ours & set(_own_regions())
+    assert not ours & set(_grpc_status(triton_server.grpc_url))
 
 
 def _grpc_status(url: str) -> list[str]:
@@ -425,5 +425,6 @@ def test_shared_memory_falls_back_to_grpc_where_the_server_cannot_map_it(
         assert out["value"].shape == (3, 3) and np.all(out["value"] == 1.0)
         assert not evaluator.shared_memory
         assert "cannot map this host's shared memory" in caplog.text
+        ours = {region.name for region in evaluator._regions}
         evaluator.evaluate(*_inputs(2))  # plain gRPC from now on
-    assert not _own_regions()
+    assert ours and not ours & set(_own_regions())
