@@ -4,7 +4,9 @@ Leela Zero 0.17 (Debian's `leela-zero` package) plays only 19x19, so the compari
 with tengen's 6-block, 96-channel net (b6c96) against a Leela Zero net of the same size: the bench
 writes random weights in Leela Zero's text format (6 blocks x 96 channels) to a temporary file.
 Leela Zero runs as `leelaz --cpu-only -t THREADS --noponder -v VISITS --gtp`; each of its rounds is
-one `genmove` from the empty board, and its figure is the n/s it prints at the end of the search.
+a fresh process (its NN cache survives `clear_board`, so a second search of the same position is
+mostly cache hits) playing one `genmove` from the empty board, and its figure is the n/s it
+prints at the end of the search.
 
 tengen's paths, each timed in rounds that alternate with Leela Zero's so load from other work on
 the machine hits all alike:
@@ -190,7 +192,7 @@ def run(args: argparse.Namespace) -> dict:
 
     binary = find_leelaz(args.leelaz)
     arch = ARCHITECTURES[args.arch]
-    leela: LeelaZero | None = None
+    weights: Path | None = None
     tmp = tempfile.TemporaryDirectory(prefix="tengen-bench-nn-")
     try:
         if binary is None:
@@ -200,13 +202,12 @@ def run(args: argparse.Namespace) -> dict:
         else:
             weights = Path(tmp.name) / f"random-{arch.blocks}x{arch.channels}.txt"
             write_leelaz_weights(weights, arch.blocks, arch.channels, args.seed)
-            leela = LeelaZero(binary, weights, args.threads, args.visits)
             print(f"Leela Zero: {binary} --cpu-only -t {args.threads} -v {args.visits}, random "
                   f"{arch.blocks}x{arch.channels} weights", flush=True)
         paths = [*bare, "runner"]
-        rates: dict[str, list[float]] = {name: [] for name in paths + (["leelaz"] if leela else [])}
+        rates: dict[str, list[float]] = {name: [] for name in paths + (["leelaz"] if weights else [])}
         batches: list[float] = []
-        round_s = max(0.5, args.seconds / (MIN_ROUNDS * (len(paths) + (2 if leela else 0))))
+        round_s = max(0.5, args.seconds / (MIN_ROUNDS * (len(paths) + (2 if weights else 0))))
         start = time.monotonic()
         rounds = 0
         while rounds < MIN_ROUNDS or time.monotonic() - start < args.seconds:
@@ -216,13 +217,15 @@ def run(args: argparse.Namespace) -> dict:
             stats = runner.play_for(round_s)
             rates["runner"].append(stats["leaves_per_s"])
             batches.append(stats["mean_batch"])
-            if leela is not None:
-                rates["leelaz"].append(leela.round())
+            if weights is not None:
+                leela = LeelaZero(binary, weights, args.threads, args.visits)
+                try:
+                    rates["leelaz"].append(leela.round())
+                finally:
+                    leela.close()
             print(f"  round {rounds}: " + ", ".join(f"{name} {values[-1]:.0f}" for name, values in rates.items()),
                   flush=True)
     finally:
-        if leela is not None:
-            leela.close()
         tmp.cleanup()
     medians = {name: statistics.median(values) for name, values in rates.items()}
     figures: dict = {"arch": args.arch, "board": args.board, "threads": args.threads, "batch": batch,
