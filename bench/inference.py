@@ -5,9 +5,10 @@ path is what the selfplay workers use: a local tritonserver from the nvidia-pytr
 backend on the CPU, config rendered by tengen.infra.triton.render_config) started by the
 benchmark in a temporary directory, and TritonEvaluator over gRPC with two batches in flight (as
 the selfplay runner keeps them: one is serialised, sent and decoded while the server computes the
-other), so the figure is throughput, not one request's latency. The baseline is the in-process evaluator (tengen.nn.evaluator.make_evaluator, same --runtime and --precision) on
-the same export in this process, one call after another, with the same number of torch threads as
-the Triton model instance (unless --triton-threads says otherwise).
+other), so the figure is throughput, not one request's latency. The baseline is the in-process
+evaluator (tengen.nn.evaluator.make_evaluator, same --runtime and --precision) on the same export
+in this process, one call after another, with the same number of threads as the Triton model
+instance (unless --triton-threads says otherwise).
 
 At each batch size the two paths run in alternating rounds of a few calls each, so load from
 other processes on the machine hits both alike; a round's rate is positions / its wall time,
