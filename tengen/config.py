@@ -1,6 +1,6 @@
 """Configuration: one YAML preset plus `TENGEN_...` environment overrides, validated at start.
 
-A preset is a file in `configs/` (`tiny`, `cpu`, `paper`) or any YAML path. Every value lives in a
+A preset is a file in `configs/` (`tiny`, `cpu`, `cpu7`, `paper`) or any YAML path. Every value lives in a
 typed section dataclass below; unknown keys, wrong types and out-of-range values are errors that
 name the key, so a typo never silently falls back to a default.
 
@@ -21,7 +21,7 @@ from typing import Any, Mapping
 import yaml
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
-PRESETS = ("tiny", "cpu", "paper")
+PRESETS = ("tiny", "cpu", "cpu7", "paper")
 
 
 class ConfigError(ValueError):
