@@ -20,6 +20,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from tengen.data.rows import MAX_MOVES_FACTOR
+
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 PRESETS = ("tiny", "cpu", "cpu7", "paper")
 
@@ -264,6 +266,8 @@ def validate(config: Config) -> None:
           "game.board_size_weights must be >= 0 with a positive sum")
     for name in ("wide_komi_prob", "handicap_prob"):
         check(0 <= getattr(game, name) <= 1, f"game.{name} must be within 0..1")
+    check(0 < game.max_moves_factor <= MAX_MOVES_FACTOR,
+          f"game.max_moves_factor must be within (0, {MAX_MOVES_FACTOR:g}] (longer games are rejected as records)")
     # a lopsided full search shrinks towards fast_visits and must keep a policy target (>= 2 visits)
     check(search.full_visits >= search.fast_visits >= 2, "search.full_visits >= search.fast_visits >= 2")
     check(0 < search.full_search_prob <= 1, "search.full_search_prob must be within (0, 1]")

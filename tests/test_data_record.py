@@ -81,6 +81,19 @@ def _early_end_too_early(r: game_pb2.GameRecord) -> None:
     r.end_reason = game_pb2.PASS_ALIVE
 
 
+def _policy_on_a_stone(r: game_pb2.GameRecord) -> None:
+    """A later full search's policy target on the point of Black's first stone (never captured in
+    the fixture game, checked by the breaker's own assertion)."""
+    stone = r.moves[0].move
+    move = next(m for i, m in enumerate(r.moves) if i > 10 and m.full_search and stone not in m.policy_moves)
+    move.policy_moves[0] = stone
+
+
+def _too_long(r: game_pb2.GameRecord) -> None:
+    area = r.x_size * r.y_size
+    r.moves.extend([game_pb2.Move(move=area, color=game_pb2.BLACK, weight=1.0)] * (5 * area + 1 - len(r.moves)))
+
+
 BREAKERS: dict[str, tuple[Callable[[game_pb2.GameRecord], None], str]] = {
     "empty id": (lambda r: setattr(r, "id", ""), "id must be"),
     "board too small": (lambda r: setattr(r, "x_size", 6), "x_size 6 is outside"),
@@ -95,6 +108,9 @@ BREAKERS: dict[str, tuple[Callable[[game_pb2.GameRecord], None], str]] = {
     "negative weight": (lambda r: setattr(r.moves[0], "weight", -1.0), "weight must be"),
     "nan weight": (lambda r: setattr(r.moves[0], "weight", float("nan")), "weight must be"),
     "inf weight": (lambda r: setattr(r.moves[0], "weight", float("inf")), "weight must be"),
+    "huge weight": (lambda r: setattr(r.moves[0], "weight", 3e38), "weight must be within 0..1"),
+    "policy target on a stone": (_policy_on_a_stone, "is illegal there: occupied"),
+    "too many moves": (_too_long, "406 moves: a 9x9 game has at most 405"),
     "value sum": (lambda r: setattr(_first_full(r), "value_win", 0.0) or setattr(_first_full(r), "value_loss", 0.2), "sum to"),
     "full search without target": (lambda r: _first_full(r).ClearField("policy_moves") or _first_full(r).ClearField("policy_visits"), "needs a policy target"),
     "move off board": (lambda r: setattr(r.moves[3], "move", 82), "outside 0..81"),

@@ -80,6 +80,7 @@ def test_restart_keeps_every_row_and_dedupe(tmp_path: Path) -> None:
     assert not window.append("game-3", fake_rows(3, 4))  # duplicate: ignored
     total = sum(len(r) for r in expected)
     assert window.n_total == total == len(window)
+    window.close()
 
     reopened = Window(tmp_path, POS_LEN, c=10_000, shard_rows=16)
     assert reopened.n_total == total and reopened.games == 13
@@ -129,6 +130,7 @@ def test_torn_append_is_invisible_after_restart(tmp_path: Path, monkeypatch: pyt
     assert (tmp_path / "game_ids.jsonl").read_bytes().count(b"\n") == 3  # the torn id is on disk
     # A crashed process would also leave a shard the manifest never named.
     (tmp_path / "shards" / "000000009999.rows").write_bytes(b"\0" * 100)
+    window.close()  # the process dies
 
     reopened = Window(tmp_path, POS_LEN, c=1000, shard_rows=4)
     assert reopened.n_total == 6 and "c" not in reopened and reopened.games == 2
@@ -136,9 +138,15 @@ def test_torn_append_is_invisible_after_restart(tmp_path: Path, monkeypatch: pyt
     assert not (tmp_path / "shards" / "000000009999.rows").exists()
     assert reopened.append("c", fake_rows(3, 5))
     np.testing.assert_array_equal(_all_rows(reopened)["score"][-5:], fake_rows(3, 5).score)
-    # The same holds in the process that saw the failure: its next append overwrites the tail.
-    assert window.append("d", fake_rows(4, 2))
-    assert Window(tmp_path, POS_LEN, c=1000).n_total == 8
+    # The same holds in a process that saw the failure and goes on: its next append overwrites the tail.
+    with monkeypatch.context() as patch:
+        patch.setattr("tengen.data.window.os.replace", crash)
+        with pytest.raises(OSError):
+            reopened.append("e", fake_rows(5, 4))
+    assert reopened.append("d", fake_rows(4, 2))
+    reopened.close()
+    with Window(tmp_path, POS_LEN, c=1000) as last:
+        assert last.n_total == 13 and "e" not in last and "d" in last
 
 
 CHILD = textwrap.dedent(
@@ -171,6 +179,8 @@ def test_kill_during_appends_keeps_every_acknowledged_game(tmp_path: Path) -> No
         proc.wait()
         acked.extend(int(line) for line in proc.stdout.read().split())  # printed before the kill
         proc.stdout.close()
+    window = Window(tmp_path, 9, c=10_000, read_only=True)  # as it was left: the recovery is checked below
+    assert window.games >= len(acked)
     window = Window(tmp_path, 9, c=10_000)
     assert all(f"g{seed}" in window for seed in acked)
     # The window holds the acknowledged games (plus maybe the one in flight), in order, whole.
@@ -242,6 +252,7 @@ def test_bad_input_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="empty"):
         window.sample(4, np.random.default_rng(0))
     window.append("y", fake_rows(1, 2))
+    window.close()
     with pytest.raises(Exception, match="pos_len 9, not 11"):
         Window(tmp_path, 11, c=100)
 

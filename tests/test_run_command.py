@@ -90,9 +90,9 @@ def _rows(n: int, size: int = 7) -> TrainingRows:
 def run_dir(tmp_path: Path) -> Path:
     """A data dir as a run leaves it: window with 3 games, candidates, decisions, two versions."""
     config = load_config("tiny")
-    window = Window(tmp_path / "trainer" / "window", pos_len=7, c=config.trainer.window_c)
-    for i, n in enumerate((300, 300, 400)):
-        window.append(f"game-{i}", _rows(n))
+    with Window(tmp_path / "trainer" / "window", pos_len=7, c=config.trainer.window_c) as window:
+        for i, n in enumerate((300, 300, 400)):
+            window.append(f"game-{i}", _rows(n))
     (tmp_path / "candidates").mkdir()
     for samples in (1000, 2000):
         (tmp_path / "candidates" / f"candidate-{samples:012d}.pt").write_bytes(b"")
@@ -139,7 +139,8 @@ def test_status_reads_the_data_dir(run_dir: Path) -> None:
     assert status.games_played is None and status.leaders is None and status.serving is None
 
     # The id log is read incrementally: a new game is counted once.
-    Window(run_dir / "trainer" / "window", pos_len=7, c=config.trainer.window_c).append("game-3", _rows(10))
+    with Window(run_dir / "trainer" / "window", pos_len=7, c=config.trainer.window_c) as window:
+        window.append("game-3", _rows(10))
     again = reader.read()
     assert again.games_ingested == 4 and again.rows_total == 1010
 

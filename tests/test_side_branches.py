@@ -189,6 +189,7 @@ def test_branch_rows_keep_their_masks_through_the_window_and_trainer(tmp_path) -
     rows = rows_from_record(record)
     window = Window(tmp_path / "window", pos_len=9, c=1000)
     assert window.append(record.id, rows)
+    window.close()
     reopened = Window(tmp_path / "window", pos_len=9, c=1000)
     batch = reopened.sample(256, np.random.default_rng(0), augment=False)
     np.testing.assert_array_equal(batch.final_weight, rows.final_weight[batch.rows])

@@ -39,11 +39,21 @@ def _games() -> tuple[list[game_pb2.GameRecord], dict[str, tuple[bytes, str]]]:
     too_big = random_game(rng, 9, game_id="bad-9x9")  # valid, but not for a 7x7 trainer
     negative = random_game(rng, 7, game_id="bad-weight")
     negative.moves[0].weight = -1.0
+    huge = random_game(rng, 7, game_id="bad-huge-weight")  # 3e38 once turned every weight into NaN
+    for move in huge.moves:
+        move.weight = 3e38
+    endless = random_game(rng, 7, game_id="bad-endless")
+    endless.moves.extend([game_pb2.Move(move=49, color=game_pb2.BLACK, weight=1.0)] * 250)
+    # A known id with other content (the valid game-005 comes earlier in the stream).
+    conflicting = random_game(rng, 7, full_search_prob=0.5, game_id="game-005")
     garbage = {
         "bad-bytes": (b"\x0a\xff\xff\xff\xff garbage", "malformed"),
         "bad-illegal": (illegal.SerializeToString(), "illegal"),
         "bad-9x9": (too_big.SerializeToString(), "pos_len"),
         "bad-weight": (negative.SerializeToString(), "weight"),
+        "bad-huge-weight": (huge.SerializeToString(), "weight must be within"),
+        "bad-endless": (endless.SerializeToString(), "at most 245"),
+        "game-005": (conflicting.SerializeToString(), "conflicting duplicate"),
     }
     return valid, garbage
 
@@ -150,9 +160,9 @@ def test_trainer_ingests_exactly_once_across_a_kill(broker: LocalBroker, tmp_pat
     assert "trainer: stopped at" in log_path.read_text()
 
     # Exactly the valid unique rows, whatever the order the partitions were read in.
-    window = Window(tmp_path / "trainer" / "window", POS_LEN, c=100_000)
+    window = Window(tmp_path / "trainer" / "window", POS_LEN, c=100_000, read_only=True)
     assert window.games == len(valid) and all(g.id in window for g in valid)
-    assert not any(key in window for key in garbage)
+    assert not any(key in window for key in garbage if key not in {g.id for g in valid})
     expected = np.concatenate([window._pack(rows_from_record(g, POS_LEN)) for g in valid])
     assert window.n_total == len(expected)
     assert len(window) == window.n_total

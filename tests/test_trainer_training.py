@@ -135,3 +135,70 @@ def test_a_failing_prefetch_thread_fails_the_step(filled_window: Window, monkeyp
         learner.step()
     assert isinstance(err.value.__cause__, OSError)
     learner.close()
+
+
+def _poisoned_window(directory: Path, all_rows: bool) -> Window:
+    """A window whose rows carry the weight 3e38 that once passed record validation (appended
+    straight to the window, as a gap in validation would): every row, or the first of each game."""
+    window = Window(directory, 7, c=500)
+    rng = np.random.default_rng(5)
+    while window.n_total < 300:
+        record = random_game(rng, 7, full_search_prob=0.5)
+        rows = rows_from_record(record, 7)
+        rows.weight[:] = 3e38 if all_rows else rows.weight
+        rows.weight[0] = 3e38
+        window.append(record.id, rows)
+    return window
+
+
+def _state(learner: Learner) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in learner.model.state_dict().items()}
+
+
+def test_non_finite_steps_change_nothing_and_are_counted(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    window = _poisoned_window(tmp_path / "all", all_rows=True)
+    learner = Learner(tiny_config(), window, seed=1)
+    before = _state(learner)
+    reports = [learner.step() for _ in range(5)]
+    assert [r["skipped"] for r in reports] == [1.0] * 5
+    assert not all(math.isfinite(r["total"]) for r in reports)
+    assert learner.counters.skipped_steps == 5 and learner.counters.steps == 5 and learner.counters.samples == 0
+    after = _state(learner)
+    # Not one weight moved (batch-norm running statistics saw the batches, and stay finite).
+    for name, value in learner.model.named_parameters():
+        assert torch.equal(value.detach(), before[name]), name
+    assert learner.finite() and all(torch.isfinite(t).all() for t in after.values() if t.is_floating_point())
+    learner.save(tmp_path / "checkpoint.pt")  # a finite net saves
+
+
+def test_a_few_poisoned_rows_leave_the_net_finite_and_learning(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    window = _poisoned_window(tmp_path / "some", all_rows=False)
+    learner = Learner(tiny_config(), window, seed=2)
+    reports = [learner.step() for _ in range(40)]
+    skipped = sum(r["skipped"] for r in reports)
+    # Batches of 16 from a window with 9 poisoned rows of 322: about a third hold one; every
+    # batch without one trained, and nothing non-finite reached the weights.
+    assert 0 < skipped < 40 and learner.counters.samples == 16 * (40 - skipped)
+    assert learner.finite()
+    assert all(math.isfinite(r["total"]) for r in reports if not r["skipped"])
+
+
+def test_a_non_finite_net_is_never_saved_or_averaged(filled_window: Window, tmp_path: Path) -> None:
+    from services.trainer.training import NonFiniteError
+
+    torch.manual_seed(0)
+    learner = Learner(tiny_config(snapshot_every=16, candidate_every=16), filled_window, seed=3)
+    learner.step()
+    path = tmp_path / "checkpoint.pt"
+    learner.save(path)
+    good = path.read_bytes()
+    with torch.no_grad():
+        next(learner.model.parameters()).view(-1)[0] = float("nan")
+    assert not learner.finite()
+    with pytest.raises(NonFiniteError):
+        learner.save(path)
+    with pytest.raises(NonFiniteError):
+        learner.take_snapshot()
+    assert path.read_bytes() == good and learner.swa.snapshots == 0

@@ -24,6 +24,13 @@ check; a failure is logged and counted, never published), sampled games are writ
 Game ids are `<worker id>-<run nonce>-<segment>-<index>`: unique per worker, process and runner
 start, so two workers, or one worker restarted, never reuse an id.
 
+Stale announcements: when Triton does not serve the announced version but serves another (an
+announcement lost with a broker restart), the worker plays Triton's newest READY version and says
+so; Triton's repository is what gating promoted.
+
+Health: /healthz reports not ok when the net has evaluated nothing for STALL_S, whatever the
+reason (a broker, Triton or announcement problem the worker cannot get out of by itself).
+
 SIGTERM/SIGINT set the stop event: the runner stops after the batch in flight, its games in
 progress are dropped, the producer is flushed (up to FLUSH_S) and closed. HTTP on `http_port`:
 `/healthz` (200 with the current state) and Prometheus `/metrics`.
@@ -64,6 +71,7 @@ EVAL_RETRY_S = 120.0  # a Triton outage shorter than this pauses the games; a lo
 MAX_BUFFERED_GAMES = 2000  # games held for the broker before self-play pauses
 FLUSH_S = 15.0  # at shutdown, wait this long for the broker to acknowledge what is buffered
 WAIT_LOG_EVERY_S = 30.0  # repeat a "still waiting" line this often
+STALL_S = 60.0  # no evaluation for this long: /healthz says not ok
 _WORKER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -144,6 +152,8 @@ class SelfplayService:
         self._lock = threading.Lock()
         self._evaluator: TritonEvaluator | None = None
         self._producer: ReliableProducer | None = None
+        self._runner: SelfplayRunner | None = None
+        self._progress = (-1, time.monotonic())  # (evaluations seen by /healthz, when they changed)
 
     # -- the service ----------------------------------------------------------------------------
 
@@ -203,6 +213,7 @@ class SelfplayService:
                                                 id_prefix=f"{self.run_id}-{segment}",
                                                 model_version=evaluator.version or 0)
             segment += 1
+            self._runner = runner
             self.state = "playing"
             self.metrics.playing.set(1)
             cache_version = evaluator.version
@@ -226,6 +237,8 @@ class SelfplayService:
                     stop.wait(delay)
             finally:
                 self.metrics.playing.set(0)
+                self._count_evaluations(runner, counted)  # also those of the games dropped
+                self._runner = None
                 with self._lock:
                     self._evaluator = None
                 evaluator.close()
@@ -275,11 +288,18 @@ class SelfplayService:
             self.state = f"waiting for Triton at {url} to serve {self.model} v{version}"
             try:
                 states = model_states(url, timeout_s=5.0).get(self.model, {})
+                ready = [v for v, state in states.items() if state == "READY"]
+                if states.get(version) != "READY" and ready:
+                    log.warning("selfplay: Triton serves %s %s but not the announced v%d (an announcement "
+                                "lost with a broker restart?); playing its newest, v%d", self.model,
+                                ", ".join(f"v{v}" for v in sorted(ready)), version, max(ready))
+                    version = max(ready)
                 if states.get(version) == "READY":
                     evaluator = TritonEvaluator(url, self.model, version, retry_deadline_s=EVAL_RETRY_S, stop=stop)
                     with self._lock:
                         self._evaluator = evaluator
-                        evaluator.set_version(watcher.current(self.model))  # an announcement just now
+                        if watcher.current(self.model) in ready:  # an announcement just now
+                            evaluator.set_version(watcher.current(self.model))
                     self._set_version(evaluator.version or 0)
                     log.info("selfplay: Triton at %s serves %s v%d; playing", url, self.model, evaluator.version)
                     return evaluator
@@ -380,4 +400,12 @@ class SelfplayService:
             evaluations, batches = self.evaluations_done, self.batches_done
 
     def _health(self) -> tuple[bool, str]:
+        runner = self._runner  # its leaves grow while a batch is evaluated, long before a game ends
+        evaluations = self.evaluations_done + (runner.stats.leaves if runner is not None else 0)
+        now = time.monotonic()
+        if evaluations != self._progress[0]:
+            self._progress = (evaluations, now)
+        idle = now - self._progress[1]
+        if idle >= STALL_S:
+            return False, f"stalled: no evaluation for {idle:.0f} s; {self.state}; {self.games_done} games"
         return True, f"ok: {self.state}; {self.games_done} games"

@@ -3,7 +3,9 @@
 For each polled batch of records, in order:
 1. bytes -> GameRecord -> rows (tengen.data.rows); a RecordError (malformed bytes, bad field,
    illegal move on replay, ...) sends the record to `tengen.games.dlq` with the reason;
-2. a game id the window has already seen is dropped (Kafka delivers at least once);
+2. a game id the window has already seen is dropped (Kafka delivers at least once) when its record
+   is the same bytes as the first time; a different record under a known id is dead-lettered as a
+   conflicting duplicate (a replay is byte-identical, so that is a bug or an attack);
 3. the rows are appended to the window, which returns only once they are on disk;
 4. once every record of the batch is durable (rows appended, dead letters acknowledged by the
    broker), the consumer offsets are committed.
@@ -11,6 +13,7 @@ A crash anywhere before step 4 redelivers the batch; step 2 makes the replay har
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 from typing import Protocol, Sequence
@@ -46,13 +49,24 @@ class IngestStats:
         self.rejected += other.rejected
 
 
+def record_digest(value: bytes) -> str:
+    """What the window keeps of a record's bytes to tell a redelivery from another game."""
+    return hashlib.blake2b(value, digest_size=16).hexdigest()
+
+
 def ingest(records: Sequence[ConsumerRecord], window: Window, dead_letters: DeadLetters) -> IngestStats:
     """Steps 1-3 for `records`. The caller flushes the dead letters before committing."""
     stats = IngestStats()
     for record in records:
         try:
-            game = decode(record.value or b"")
-            if game.id in window:
+            value = record.value or b""
+            game = decode(value)
+            digest = record_digest(value)
+            seen = window.digest_of(game.id)
+            if seen is not None:
+                if seen and seen != digest:
+                    raise RecordError(f"conflicting duplicate: game id {game.id!r} was ingested before with "
+                                      "other content")
                 stats.duplicates += 1
                 continue
             rows = rows_from_record(game, window.pos_len)
@@ -68,7 +82,7 @@ def ingest(records: Sequence[ConsumerRecord], window: Window, dead_letters: Dead
             send_dead_letter(dead_letters, record, reason)
             stats.rejected += 1
             continue
-        if window.append(game.id, rows):
+        if window.append(game.id, rows, digest):
             stats.appended += 1
             stats.rows += len(rows)
         else:

@@ -14,7 +14,13 @@ before their offsets are committed, and the window dedupes the redelivered games
 
 Files under `<data_dir>/`: `trainer/window/` (tengen.data.window), `trainer/checkpoint.pt`,
 `candidates/`, `tensorboard/trainer/` (every loss term, learning rate, window size, samples/s).
-HTTP on `http_port`: `/healthz` (200 while the loop turns) and `/metrics` (Prometheus).
+HTTP on `http_port`: `/healthz` (200 while the loop turns and trains on finite losses) and
+`/metrics` (Prometheus).
+
+A training step with a non-finite loss or gradient is skipped (services.trainer.training); after
+NONFINITE_STREAK_RED of them in a row /healthz turns red, since the window then holds rows that
+poison most batches. Weights that went non-finite anyway are never saved: the trainer goes back to
+its last checkpoint.
 """
 from __future__ import annotations
 
@@ -27,7 +33,7 @@ import torch
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from services.trainer.ingest import IngestStats, ingest
-from services.trainer.training import Learner
+from services.trainer.training import Learner, NonFiniteError
 from tengen.config import Config
 from tengen.data.candidates import CandidateAnnouncement, candidate_name, candidate_path
 from tengen.data.window import Window
@@ -46,6 +52,7 @@ log = logging.getLogger("services.trainer")
 
 GROUP_ID = "tengen-trainer"
 HEALTHY_WITHIN_S = 120.0  # the loop must have turned this recently for /healthz to say ok
+NONFINITE_STREAK_RED = 20  # skipped steps in a row that turn /healthz red
 
 
 class Metrics:
@@ -60,6 +67,8 @@ class Metrics:
         self.window = Gauge("tengen_trainer_window_rows", "Rows in the training window", registry=r)
         self.loss = Gauge("tengen_trainer_loss", "Total loss of the last step", registry=r)
         self.candidates = Counter("tengen_trainer_candidates_total", "Candidates exported", registry=r)
+        self.skipped = Counter("tengen_trainer_skipped_steps_total",
+                               "Training steps skipped for a non-finite loss or gradient", registry=r)
 
 
 class TrainerService:
@@ -96,6 +105,7 @@ class TrainerService:
         self.metrics = Metrics()
         self.last_tick = time.monotonic()
         self.totals = IngestStats()
+        self.nonfinite_streak = 0  # skipped steps in a row
         self._http: HealthServer | None = None
 
     # -- the loop ------------------------------------------------------------------------------
@@ -122,7 +132,9 @@ class TrainerService:
             while not stop.is_set():
                 self.last_tick = time.monotonic()
                 training = self.learner.can_train()
-                records = consumer.poll(timeout_s=0.0 if training else 0.5)
+                # A poll without waiting cannot complete a group join (several round trips): a
+                # restarted trainer with training to do once ingested nothing for 95 s.
+                records = consumer.poll(timeout_s=0.0 if training and consumer.assigned else 0.5)
                 if records:
                     stats = ingest(records, self.window, producer)
                     self._count(stats)
@@ -147,6 +159,7 @@ class TrainerService:
             if self.learner.counters.samples != saved_samples:
                 self._checkpoint()
             self.learner.close()
+            self.window.close()
             consumer.close()
             producer.close(timeout_s=10.0)
             writer.close()
@@ -166,6 +179,14 @@ class TrainerService:
         learner = self.learner
         while not stop.is_set() and learner.can_train() and time.monotonic() < deadline:
             report = learner.step()
+            if report["skipped"]:
+                self.nonfinite_streak += 1
+                self.metrics.skipped.inc()
+                if self.nonfinite_streak in (1, NONFINITE_STREAK_RED) or self.nonfinite_streak % 1000 == 0:
+                    log.error("trainer: skipped a step with a non-finite loss or gradient (%d in a row, %d in all)",
+                              self.nonfinite_streak, learner.counters.skipped_steps)
+                continue
+            self.nonfinite_streak = 0
             samples = learner.counters.samples
             for name in LOSS_TERMS + ("total",):
                 writer.add_scalar(f"loss/{name}", report[name], samples)
@@ -173,9 +194,25 @@ class TrainerService:
             self.metrics.samples.set(samples)
             self.metrics.loss.set(report["total"])
             if learner.snapshot_due():
-                if learner.take_snapshot():
-                    self._export_candidate(producer)
+                try:
+                    if learner.take_snapshot():
+                        self._export_candidate(producer)
+                except NonFiniteError as err:
+                    self._back_to_checkpoint(err)
+                    return
                 self._checkpoint()
+
+    def _back_to_checkpoint(self, err: NonFiniteError) -> None:
+        """The weights went non-finite: resume from the last checkpoint (always finite), or from a
+        fresh net when there is none."""
+        if self.checkpoint_path.exists():
+            self.learner.load(self.checkpoint_path)
+            log.error("trainer: %s; resumed from %s at %d samples", err, self.checkpoint_path,
+                      self.learner.counters.samples)
+        else:
+            self.learner.close()
+            self.learner = Learner(self.config.trainer, self.window, device=self.learner.device)
+            log.error("trainer: %s; no checkpoint yet, starting from a fresh net", err)
 
     def _export_candidate(self, producer: ReliableProducer) -> None:
         samples = self.learner.counters.samples
@@ -191,7 +228,10 @@ class TrainerService:
                  name, samples, self.learner.swa.snapshots)
 
     def _checkpoint(self) -> None:
-        self.learner.save(self.checkpoint_path)
+        try:
+            self.learner.save(self.checkpoint_path)
+        except NonFiniteError as err:
+            self._back_to_checkpoint(err)
 
     def _progress(self, writer, samples_per_s: float) -> None:
         window = self.window
@@ -217,8 +257,12 @@ class TrainerService:
         self.http_port = self._http.port
 
     def _health(self) -> tuple[bool, str]:
-        ok = time.monotonic() - self.last_tick < HEALTHY_WITHIN_S
-        return ok, "ok" if ok else "stalled"
+        if time.monotonic() - self.last_tick >= HEALTHY_WITHIN_S:
+            return False, "stalled"
+        if self.nonfinite_streak >= NONFINITE_STREAK_RED:
+            return False, (f"the last {self.nonfinite_streak} training steps had a non-finite loss or gradient "
+                           "(poisoned rows in the window?)")
+        return True, "ok"
 
     def _stop_http(self) -> None:
         if self._http is not None:

@@ -9,6 +9,10 @@ rate schedule, stochastic weight averaging, and checkpoints that resume exactly.
 - SWA: a snapshot every `snapshot_every` samples updates an exponential moving average of the
   weights (decay 0.75, the first snapshot starts it); every `candidate_every` samples the average
   becomes a candidate.
+- Non-finite guard: a step whose loss or gradient is not finite changes nothing (it is counted and
+  skipped; the next step draws another batch), and a net that is not finite is never averaged,
+  checkpointed or exported (NonFiniteError), so the last good checkpoint survives. Records are
+  validated before they reach the window; this is the defence behind that one.
 - Batches: uniform from the window with random symmetries, cropped to the largest board in the
   batch; step k's batch comes from a generator seeded (seed, k) (BatchSource), so a checkpoint
   only needs the seed and the step count to resume the same sequence.
@@ -33,6 +37,10 @@ from tengen.nn.loss import Targets, compute_loss
 from tengen.nn.model import KataGoNet, build_model
 
 CHECKPOINT_FORMAT = "tengen-trainer-checkpoint-1"
+
+
+class NonFiniteError(RuntimeError):
+    """The net's weights are not all finite: nothing of it may be saved or exported."""
 
 
 def learning_rate(samples: int, config: TrainerConfig) -> float:
@@ -86,6 +94,7 @@ class Counters:
     next_snapshot: int = 0
     next_candidate: int = 0
     candidates: int = 0
+    skipped_steps: int = 0  # steps whose loss or gradient was not finite (nothing changed)
 
 
 _BATCH_FIELDS = ("spatial", "global_inputs", "policy", "opponent_policy", "value", "score", "ownership", "weight",
@@ -223,19 +232,38 @@ class Learner:
         outputs = self.model(spatial, global_inputs)
         terms = compute_loss(outputs, targets, self.model)
         self.optimizer.zero_grad(set_to_none=True)
-        terms["total"].backward()
-        self.optimizer.step()
-        self.counters.samples += self.config.batch_size
-        self.counters.steps += 1
+        finite = bool(torch.isfinite(terms["total"]))
+        if finite:
+            terms["total"].backward()
+            grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+            finite = bool(torch.isfinite(torch.linalg.vector_norm(torch.stack(
+                [torch.linalg.vector_norm(g) for g in grads]))))
+        self.counters.steps += 1  # also when skipped: the next step draws another batch
+        if finite:
+            self.optimizer.step()
+            self.counters.samples += self.config.batch_size
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+            self.counters.skipped_steps += 1
         report = {name: float(value.detach()) for name, value in terms.items()}
         report["lr_per_sample"] = rate
+        report["skipped"] = 0.0 if finite else 1.0
         return report
+
+    def finite(self) -> bool:
+        """Every weight and batch-norm statistic of the net is finite."""
+        return all(bool(torch.isfinite(t).all()) for t in self.model.state_dict().values() if t.is_floating_point())
+
+    def _require_finite(self, what: str) -> None:
+        if not self.finite():
+            raise NonFiniteError(f"the net's weights are not finite: not {what}")
 
     def snapshot_due(self) -> bool:
         return self.counters.samples >= self.counters.next_snapshot
 
     def take_snapshot(self) -> bool:
         """Add a snapshot to the average; True when a candidate is due now."""
+        self._require_finite("averaging a snapshot")
         self.swa.update(self.model)
         self.counters.next_snapshot += self.config.snapshot_every
         if self.counters.samples >= self.counters.next_candidate:
@@ -252,6 +280,7 @@ class Learner:
 
     def save(self, path: Path) -> None:
         """Write everything needed to resume to `path`, atomically (temp file, fsync, rename)."""
+        self._require_finite(f"saving {path}")
         state = {
             "format": CHECKPOINT_FORMAT,
             "arch": self.config.arch,

@@ -39,6 +39,14 @@ from tengen.go.rules import IllegalMoveError, parse_rules
 from tengen.proto import game_pb2
 
 MAX_ID_LENGTH = 256
+# Bounds on what one game may weigh in the window. Self-play cuts a game at
+# game.max_moves_factor x area moves (config keeps that factor within this bound), and side
+# branches add at most that many searches again; a longer record is an attack or a bug, and it
+# would crowd the window (a 20,000-move game once became 97% of it).
+MAX_MOVES_FACTOR = 5.0
+# Sample weights are 1, or less in lopsided games (§3.5); a larger one would act as a learning
+# rate multiplier on one row (3e38 turned every weight into NaN within 30 seconds).
+MAX_WEIGHT = 1.0
 # A value target's three categories, the order of the net's value head.
 WIN, LOSS, NO_RESULT = 0, 1, 2
 _VALUE_SUM_TOLERANCE = 1e-3
@@ -203,9 +211,18 @@ def _positions(record: game_pb2.GameRecord, keep_history: bool = False) -> Itera
     that leaves the main line there (if any). Assumes _check_fields passed."""
     branches = {b.move_index: n for n, b in enumerate(record.side_branches)}
     for index, board, prev1, prev2 in _replay(record, keep_history):
+        _check_policy_legal(f"move {index}", record.moves[index], board)
         yield _Position(None, index, record.moves[index], board, prev1, prev2)
         if index in branches:
             yield from _replay_branch(record, branches[index], board, prev1, keep_history)
+
+
+def _check_policy_legal(where: str, move: game_pb2.Move, board: Board) -> None:
+    """A search only visits legal moves: a policy target on an occupied (or otherwise illegal)
+    point is not a search's."""
+    for target in move.policy_moves:
+        if not board.is_legal(target):
+            raise RecordError(f"{where}: policy target {target} is illegal there: {board.illegal_reason(target)}")
 
 
 def _replay_branch(record: game_pb2.GameRecord, number: int, at: Board, prev: Board | None,
@@ -229,6 +246,7 @@ def _replay_branch(record: game_pb2.GameRecord, number: int, at: Board, prev: Bo
         if search.color != board.to_move:
             raise RecordError(f"{where}: search {k} is for {_color_name(search.color)} but "
                               f"{_color_name(board.to_move)} is to move")
+        _check_policy_legal(f"{where}, search {k}", search, board)
         yield _Position(number, k, search, board, prev1, prev2)
         if keep_history:
             prev1, prev2 = board.copy(), prev1
@@ -312,6 +330,12 @@ def _check_fields(record: game_pb2.GameRecord) -> None:
             raise RecordError(f"{name} has a point outside 0..{area - 1}")
     if record.model_version < 0:
         raise RecordError(f"model_version must be >= 0, got {record.model_version}")
+    max_moves = int(MAX_MOVES_FACTOR * area)
+    if len(record.moves) > max_moves:
+        raise RecordError(f"{len(record.moves)} moves: a {x_size}x{y_size} game has at most {max_moves}")
+    branch_searches = sum(len(b.searches) for b in record.side_branches)
+    if branch_searches > max_moves:
+        raise RecordError(f"{branch_searches} side-branch searches: a {x_size}x{y_size} game has at most {max_moves}")
     for index, move in enumerate(record.moves):
         _check_move(f"move {index}", move, area)
     _check_half_integer("final_score", record.final_score, limit=area + abs(record.komi))
@@ -369,8 +393,8 @@ def _check_move(where: str, move: game_pb2.Move, area: int) -> None:
         raise RecordError(f"{where}: search value probabilities sum to {sum(values)}, not 1")
     if not math.isfinite(move.score_mean):
         raise RecordError(f"{where}: score_mean is not finite")
-    if not (math.isfinite(move.weight) and move.weight >= 0):
-        raise RecordError(f"{where}: weight must be finite and >= 0, got {move.weight}")
+    if not (math.isfinite(move.weight) and 0 <= move.weight <= MAX_WEIGHT):
+        raise RecordError(f"{where}: weight must be within 0..{MAX_WEIGHT:g}, got {move.weight}")
 
 
 def _check_half_integer(name: str, value: float, limit: float) -> None:

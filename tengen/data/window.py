@@ -10,7 +10,10 @@ Layout of a window directory:
 - ``shards/<first row>.rows``: fixed-size binary records (the numpy dtype from `row_dtype`), one
   after another; rows are only ever appended to the newest shard, which is sealed after
   `shard_rows` rows. Spatial planes are binary and stored bit-packed.
-- ``game_ids.jsonl``: every game id ever appended, one JSON string per line (dedupe).
+- ``game_ids.jsonl``: every game ever appended, one JSON line ``[id, digest]`` each (dedupe; the
+  digest of the game's record tells a redelivered game from a different one under a known id).
+  Lines that are a bare JSON string (windows written before digests) have no digest.
+- ``lock``: held (flock) by the one process that has the window open for writing.
 - ``manifest.json``: the commit record, replaced atomically (write, fsync, rename, fsync the
   directory): format, pos_len, total rows, the committed byte length of the id log, and the first
   row and row count of each shard still in use.
@@ -21,11 +24,16 @@ append) is cut off when the store is opened, and shard files the manifest does n
 deleted, so a crashed append is invisible and its game can be appended again. Shards that fall
 entirely behind the window are dropped from the manifest and then deleted.
 
-One process writes a window directory at a time; appends and samples are thread-safe.
+One process writes a window directory at a time: opening for writing takes the lock (a second
+writer gets WindowError at once, before it touches a file), runs the recovery above and holds the
+lock until `close()` or exit. `read_only=True` opens without the lock and without recovery, for
+inspection: it sees the window as its manifest was at the open. Appends and samples are
+thread-safe.
 """
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import threading
@@ -41,6 +49,7 @@ from tengen.infra.files import fsync_dir
 FORMAT = "tengen-window-2"  # 2: rows carry final_weight (side-branch rows have no score/ownership)
 MANIFEST = "manifest.json"
 IDS = "game_ids.jsonl"
+LOCK = "lock"
 SHARDS = "shards"
 ALPHA = 0.75
 BETA = 0.4
@@ -158,6 +167,7 @@ class Window:
         alpha: float = ALPHA,
         beta: float = BETA,
         shard_rows: int | None = None,
+        read_only: bool = False,
     ) -> None:
         if not planes.MIN_BOARD <= pos_len <= planes.MAX_BOARD:
             raise ValueError(f"pos_len must be within {planes.MIN_BOARD}..{planes.MAX_BOARD}, got {pos_len}")
@@ -172,8 +182,50 @@ class Window:
         self.dtype = row_dtype(pos_len)
         self._lock = threading.RLock()
         self._maps: dict[int, tuple[int, np.memmap]] = {}  # first_row -> (rows mapped, map)
+        self.read_only = read_only
+        self._lock_file: int | None = None
+        if read_only:
+            if not (self.directory / MANIFEST).exists():
+                raise WindowError(f"{self.directory}: no window here (no {MANIFEST})")
+            self._read_manifest()
+            self._ids = self._read_ids(self.directory / IDS, self._ids_bytes)
+            return
         (self.directory / SHARDS).mkdir(parents=True, exist_ok=True)
-        self._recover()
+        self._take_lock()
+        try:
+            self._recover()
+        except BaseException:
+            self.close()
+            raise
+
+    def _take_lock(self) -> None:
+        path = self.directory / LOCK
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            who = "another Window of this process" if holder == str(os.getpid()) else f"process {holder}"
+            raise WindowError(f"{self.directory} is open for writing by {who}; "
+                              "open it with read_only=True to inspect it") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_file = fd
+
+    def close(self) -> None:
+        """Release the writer's lock and the shard maps. Idempotent."""
+        with self._lock:
+            self._maps.clear()
+            if self._lock_file is not None:
+                os.close(self._lock_file)  # closing the descriptor releases the flock
+                self._lock_file = None
+
+    def __enter__(self) -> "Window":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -199,13 +251,17 @@ class Window:
     def __contains__(self, game_id: str) -> bool:
         return game_id in self._ids
 
+    def digest_of(self, game_id: str) -> str | None:
+        """The digest a game was appended with ("" when it had none), None for an unseen id."""
+        return self._ids.get(game_id)
+
     def stored_rows(self) -> int:
         """Rows still on disk (the window plus the unreleased part of its oldest shard)."""
         return sum(s.rows for s in self._shards)
 
     # -- recovery ------------------------------------------------------------------------------
 
-    def _recover(self) -> None:
+    def _read_manifest(self) -> None:
         manifest_path = self.directory / MANIFEST
         if manifest_path.exists():
             try:
@@ -224,6 +280,26 @@ class Window:
             self._shards = [_Shard(int(s["first_row"]), int(s["rows"])) for s in manifest["shards"]]
         else:
             self._n_total, self._ids_bytes, self._shards = 0, 0, []
+
+    @staticmethod
+    def _read_ids(path: Path, length: int) -> dict[str, str]:
+        """game id -> digest from the first `length` bytes of the id log."""
+        if length == 0:
+            return {}
+        with open(path, "rb") as f:
+            data = f.read(length)
+        ids: dict[str, str] = {}
+        for number, line in enumerate(data.splitlines()):
+            try:
+                entry = json.loads(line)
+                game_id, digest = (entry, "") if isinstance(entry, str) else entry
+            except ValueError as err:
+                raise WindowError(f"{path}: line {number + 1} is not a game id: {err}") from err
+            ids[str(game_id)] = str(digest)
+        return ids
+
+    def _recover(self) -> None:
+        self._read_manifest()
         # Cut torn tails of appends that never reached the manifest; drop unnamed files.
         row_bytes = self.dtype.itemsize
         named = {s.name for s in self._shards}
@@ -244,15 +320,17 @@ class Window:
             raise WindowError(f"{ids_path}: shorter than the {self._ids_bytes} bytes the manifest names")
         with open(ids_path, "a+b") as ids_file:
             ids_file.truncate(self._ids_bytes)
-            ids_file.seek(0)
-            self._ids = {json.loads(line) for line in ids_file.read().splitlines()}
+        self._ids = self._read_ids(ids_path, self._ids_bytes)
 
     # -- appending -----------------------------------------------------------------------------
 
-    def append(self, game_id: str, rows: TrainingRows) -> bool:
-        """Durably add one game's rows; False (and nothing written) if the id was seen before."""
+    def append(self, game_id: str, rows: TrainingRows, digest: str = "") -> bool:
+        """Durably add one game's rows, remembering `digest` (of its record) with its id; False
+        (and nothing written) if the id was seen before."""
         if not isinstance(game_id, str) or not game_id:
             raise ValueError("game_id must be a non-empty string")
+        if self.read_only or self._lock_file is None:
+            raise WindowError(f"{self.directory}: this Window is not open for writing")
         records = self._pack(rows)
         with self._lock:
             if game_id in self._ids:
@@ -268,7 +346,7 @@ class Window:
                 if is_new:
                     fsync_dir(path.parent)
                 shards[-1] = _Shard(shard.first_row, shard.rows + records.size)
-            line = (json.dumps(game_id) + "\n").encode()
+            line = (json.dumps([game_id, digest]) + "\n").encode()
             _write_at(self.directory / IDS, self._ids_bytes, line)
             n_total = self._n_total + records.size
             start = n_total - window_size(n_total, self.c, self.alpha, self.beta)
@@ -277,7 +355,7 @@ class Window:
             self._write_manifest(n_total, self._ids_bytes + len(line), shards)
             # Committed: now update memory and release what fell out of the window.
             self._n_total, self._ids_bytes, self._shards = n_total, self._ids_bytes + len(line), shards
-            self._ids.add(game_id)
+            self._ids[game_id] = digest
             for shard in dropped:
                 self._maps.pop(shard.first_row, None)
                 (self.directory / SHARDS / shard.name).unlink(missing_ok=True)

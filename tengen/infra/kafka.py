@@ -516,6 +516,12 @@ class GroupConsumer:
             self._backoff.reset()
         return records
 
+    @property
+    def assigned(self) -> bool:
+        """The group has given this member its partitions (the join has completed)."""
+        consumer = self._consumer
+        return consumer is not None and bool(consumer.assignment())
+
     def _report_connectivity(self, got_records: bool) -> None:
         # kafka-python reconnects by itself and only logs per socket; one clear line per change.
         now = time.monotonic()
@@ -655,6 +661,24 @@ def _read_to_end(consumer: KafkaConsumer, topic: str, deadline: float,
                 handle(rec)
 
 
+LOG_RESET_CHECK_S = 5.0  # how often a follower checks that its topic's log was not reset
+
+
+def _rewind_reset_logs(consumer: KafkaConsumer) -> None:
+    """Seek back to the start of every assigned partition whose log now ends before the consumer's
+    position: the broker restarted with an empty log (the one-box broker keeps logs in memory), and
+    a consumer past the end of a Tansu log gets neither records nor an out-of-range reset."""
+    partitions = list(consumer.assignment())
+    if not partitions:
+        return
+    end = consumer.end_offsets(partitions)
+    reset = [tp for tp in partitions if end.get(tp) is not None and consumer.position(tp) > end[tp]]
+    if reset:
+        log.warning("kafka: %s restarted empty (log end before our position); reading it again from the start",
+                    ", ".join(f"{tp.topic}[{tp.partition}]" for tp in reset))
+        consumer.seek_to_beginning(*reset)
+
+
 def latest_models(bootstrap: str, timeout_s: float = 30.0) -> dict[str, ModelAnnouncement]:
     """The latest announcement per model name on `tengen.models` (empty when none yet)."""
     deadline = time.monotonic() + timeout_s
@@ -735,10 +759,14 @@ class ModelWatcher:
                                          bootstrap_timeout_ms=5000)
                 _read_to_end(consumer, MODELS_TOPIC, time.monotonic() + 30.0, self._apply)
                 self._backoff.reset()
+                checked = time.monotonic()
                 while not self._stop.is_set():
                     for recs in consumer.poll(timeout_ms=500).values():
                         for rec in recs:
                             self._apply(rec)
+                    if time.monotonic() - checked >= LOG_RESET_CHECK_S:
+                        _rewind_reset_logs(consumer)
+                        checked = time.monotonic()
             except Exception as exc:  # keep following across broker restarts
                 delay = self._backoff.next()
                 log.warning("kafka: model watcher lost %s (%r); retrying in %.1f s", self.bootstrap, exc, delay)
