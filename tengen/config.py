@@ -138,9 +138,13 @@ class TritonConfig:
     http_port: int = 8000
     grpc_port: int = 8001
     metrics_port: int = 8002
-    # Model instances of the served model, one CPU core each (one torch thread): with two batches
-    # in flight from self-play, two instances keep both cores computing. See configs/cpu.yaml.
+    # Model instances of the served model, each computing with `threads` threads (torch's or
+    # OpenVINO's): with two batches in flight from self-play, two one-thread instances keep two
+    # cores computing. See configs/cpu.yaml.
     instances: int = 1
+    threads: int = 1
+    # How long Triton's dynamic batcher waits for more requests to merge into one batch.
+    queue_delay_us: int = 200
 
 
 @dataclass
@@ -290,7 +294,8 @@ def validate(config: Config) -> None:
           "strength.games, visits and threads must be >= 1")
     check(7 <= strength.board_size <= 19, "strength.board_size must be within 7..19")
     check(strength.interval_s > 0, "strength.interval_s must be > 0")
-    check(config.triton.instances >= 1, "triton.instances must be >= 1")
+    check(config.triton.instances >= 1 and config.triton.threads >= 1, "triton.instances and threads must be >= 1")
+    check(config.triton.queue_delay_us >= 0, "triton.queue_delay_us must be >= 0")
     check(config.ratings.prior_draws >= 0 and config.ratings.max_batch >= 1,
           "ratings.prior_draws >= 0, max_batch >= 1")
     if problems:

@@ -173,6 +173,49 @@ def test_latest_model_version_and_watcher(kafka_broker) -> None:
     assert MODELS_TOPIC in {t.name for t in default_topics() if t.compacted}
 
 
+@pytest.mark.slow
+def test_model_watcher_follows_a_restarted_broker(tmp_path) -> None:
+    """A broker restart empties the in-memory log; a watcher left past its end would wait for
+    offsets the new log reaches only much later (self-play once stalled on that for good)."""
+    broker = LocalBroker(log_path=tmp_path / "broker.log").start()
+    model = _name("net")
+    seen: list[int] = []
+    watcher = None
+    try:
+        ensure_topics(broker.bootstrap)
+        with ReliableProducer(broker.bootstrap) as producer:
+            for version in (1, 2, 3):
+                announce_model(producer, model, version)
+        watcher = ModelWatcher(broker.bootstrap, on_change=lambda ann: seen.append(ann.version))
+        _wait_for(lambda: watcher.current(model) == 3, 30)
+
+        broker.kill()
+        broker.start()  # same port, empty log
+        ensure_topics(broker.bootstrap)
+        with ReliableProducer(broker.bootstrap) as producer:
+            announce_model(producer, model, 4)  # offset 0 of the new log; the watcher was at 3
+        _wait_for(lambda: watcher.current(model) == 4, 60)
+
+        # Reading again from the start never goes back to an older version.
+        with ReliableProducer(broker.bootstrap) as producer:
+            announce_model(producer, model, 2)  # a stale announcement
+        watcher.reread()
+        time.sleep(3)
+        assert watcher.current(model) == 4
+    finally:
+        if watcher is not None:
+            watcher.close()
+        broker.stop()
+    assert seen[-1] == 4 and seen == sorted(seen)  # never back to an older version
+
+
+def _wait_for(condition, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
 def test_broker_crash_mid_produce_loses_nothing_acknowledged(tmp_path) -> None:
     """Records in flight when the broker dies, and records sent while it is down, all arrive.
 

@@ -1,8 +1,9 @@
 """The whole loop on one machine: `tengen run --preset tiny` from an empty data dir to a promoted
 model version and a ratings table, with the real broker, Triton, ratings on SQLite, trainer, gating
 and selfplay (the worker killed once on the way and restarted); then a clean stop on Ctrl-C (exit
-0, no process of the run left), and a second run on the same data dir that continues from the
-promoted version and stops by itself at --duration."""
+0, no process of the run left); a second run on the same data dir SIGKILLed once its services are
+up (its children outlive it), and a third that stops those leftovers, continues from the promoted
+version and stops by itself at --duration."""
 from __future__ import annotations
 
 import json
@@ -168,14 +169,31 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path, gnugo: 
     anchors = {r["name"]: r for r in board["ratings"] if r["kind"] == "anchor"}
     assert {"gnugo-l0", "gnugo-l1"} <= set(anchors) and anchors["gnugo-l0"]["games"] >= 2
 
-    # A second run on the same data dir continues from the promoted version and ends at --duration.
+    # A second run, SIGKILLed once its services are up: nothing stops its children then.
     version_before = max(_versions(data_dir))
     shutil.rmtree(data_dir / "logs")
+    killed_out = tmp_path / "run2.out"
+    with open(killed_out, "wb") as sink:
+        crashed = subprocess.Popen([TENGEN, "run", "--preset", "tiny", "--data-dir", str(data_dir), "--plain"],
+                                   stdout=sink, stderr=subprocess.STDOUT, env=_env(data_dir))
+    try:
+        deadline = time.monotonic() + STOP_DEADLINE_S
+        while "all services started" not in killed_out.read_text(errors="replace"):
+            assert crashed.poll() is None and time.monotonic() < deadline, _tail(killed_out)
+            time.sleep(1)
+    finally:
+        crashed.kill()
+        crashed.wait()
+    orphans = _leftovers(str(data_dir))
+    assert len(orphans) >= 7, orphans  # broker, Triton (and its stubs), ratings, trainer, gating, strength, selfplay
+
+    # A third run stops them first, continues from the promoted version and ends at --duration.
     second = subprocess.run([TENGEN, "run", "--preset", "tiny", "--data-dir", str(data_dir), "--duration", "40s",
                              "--status-every", "5"], capture_output=True, text=True, env=_env(data_dir),
                             timeout=STOP_DEADLINE_S + 200)
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-4000:]
     assert f"continuing from version {version_before}" in second.stdout
+    assert "processes left running by an earlier run" in second.stdout
     assert "wrote version 1" not in second.stdout
     assert "duration of 40 s reached" in second.stdout
     assert "all services started" in second.stdout

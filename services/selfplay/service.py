@@ -17,6 +17,12 @@ outage, or a version Triton does not serve, ends the runner with a TritonError: 
 progress are dropped (never published half-done; the runner backs up nothing it did not get), the
 service waits for Triton again and starts new games under a new segment of game ids.
 
+No acknowledged game is lost when the broker loses its log (the one-box broker keeps it in
+memory): each game stays in the worker's outbox (tengen.infra.outbox) until the trainer's consumer
+group has committed it, and is sent again when a broker restart lost it; the trainer drops the
+byte-identical copy of a game it already has. A full outbox (the trainer down for long) pauses the
+games.
+
 Publishing: every finished game is checked with tengen.data.rows.validate (the trainer's own
 check; a failure is logged and counted, never published), sampled games are written as SGF under
 `<data_dir>/sgf/v<version>/`, and the record goes to `tengen.games` through ReliableProducer
@@ -44,6 +50,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -57,10 +64,12 @@ from tengen.infra.kafka import (
     Backoff,
     BufferFullError,
     ModelAnnouncement,
+    TRAINER_GROUP,
     ModelWatcher,
     ReliableProducer,
     wait_for_topics,
 )
+from tengen.infra.outbox import Outbox
 from tengen.infra.triton import TritonError, TritonEvaluator, model_states
 from tengen.proto import game_pb2
 from tengen.search.runner import SelfplayRunner
@@ -105,6 +114,10 @@ class Metrics:
         self.eval_failures = Counter("tengen_selfplay_evaluator_failures",
                                      "Runs ended by an inference error (games in progress dropped)", registry=r)
         self.sgf = Counter("tengen_selfplay_sgf", "Games written as SGF", registry=r)
+        self.outbox = Gauge("tengen_selfplay_outbox_games", "Published games the trainer has not committed yet",
+                            registry=r)
+        self.resent = Gauge("tengen_selfplay_resent_games", "Acknowledged games sent again after a broker lost them",
+                            registry=r)
         # The inference path's load: positions the net evaluated and the batches they went in.
         self.evaluations = Counter("tengen_selfplay_evaluations", "Positions sent to the net (search leaves)",
                                    registry=r)
@@ -152,6 +165,7 @@ class SelfplayService:
         self._lock = threading.Lock()
         self._evaluator: TritonEvaluator | None = None
         self._producer: ReliableProducer | None = None
+        self._outbox: Outbox | None = None
         self._runner: SelfplayRunner | None = None
         self._progress = (-1, time.monotonic())  # (evaluations seen by /healthz, when they changed)
 
@@ -181,6 +195,15 @@ class SelfplayService:
             producer = ReliableProducer(bootstrap, client_id=f"tengen-selfplay-{self.worker_id}",
                                         max_buffered=MAX_BUFFERED_GAMES, on_delivered=self._delivered)
             self._producer = producer
+            self._outbox = Outbox(bootstrap, GAMES_TOPIC, TRAINER_GROUP,
+                                  lambda key, value: self._send(producer, key, value, stop))
+            outbox = self._outbox
+            self.metrics.outbox.set_function(lambda: len(outbox))
+            self.metrics.resent.set_function(lambda: outbox.resent)
+            checks_stop = threading.Event()
+            checks = threading.Thread(target=self._outbox.run_checks, args=(checks_stop,), name="selfplay-outbox",
+                                      daemon=True)
+            checks.start()
             try:
                 self._play(stop, watcher, producer)
             finally:
@@ -188,7 +211,12 @@ class SelfplayService:
                 self.metrics.playing.set(0)
                 watcher.close()
                 unsent = 0 if producer.flush(FLUSH_S) else producer.pending
+                checks_stop.set()
+                checks.join(timeout=10.0)
                 producer.close(timeout_s=1.0)
+                if len(self._outbox):
+                    log.info("selfplay: %d published games not yet committed by the trainer at exit",
+                             len(self._outbox))
             if unsent:
                 log.error("selfplay: %d games were never acknowledged by the broker %s", unsent, bootstrap)
                 return 1
@@ -293,6 +321,7 @@ class SelfplayService:
                     log.warning("selfplay: Triton serves %s %s but not the announced v%d (an announcement "
                                 "lost with a broker restart?); playing its newest, v%d", self.model,
                                 ", ".join(f"v{v}" for v in sorted(ready)), version, max(ready))
+                    watcher.reread()
                     version = max(ready)
                 if states.get(version) == "READY":
                     evaluator = TritonEvaluator(url, self.model, version, retry_deadline_s=EVAL_RETRY_S, stop=stop)
@@ -347,20 +376,22 @@ class SelfplayService:
             except (OSError, ValueError) as exc:
                 log.warning("selfplay: could not write the SGF of game %s: %s", record.id, exc)
         data = record.SerializeToString()
-        warned = False
-        while True:
-            try:
-                producer.send(GAMES_TOPIC, record.id, data, block_timeout_s=1.0)
-                break
-            except BufferFullError:
+        outbox = self._outbox
+        if outbox is not None:
+            warned = False
+            while not outbox.add(record.id, data, timeout_s=1.0):
                 if stop.is_set():
                     self.metrics.dropped.inc()
-                    log.warning("selfplay: game %s dropped at shutdown: the producer's buffer is full", record.id)
+                    log.warning("selfplay: game %s dropped at shutdown: the outbox is full", record.id)
                     return
                 if not warned:
-                    log.warning("selfplay: %d games wait for the broker; self-play pauses until it "
-                                "acknowledges them", producer.pending)
+                    log.warning("selfplay: %d games wait for the trainer to commit them; self-play pauses "
+                                "until it does", len(outbox))
                     warned = True
+        if not self._send(producer, record.id, data, stop):
+            self.metrics.dropped.inc()
+            log.warning("selfplay: game %s dropped at shutdown: the producer's buffer is full", record.id)
+            return
         self.games_done += 1
         self.positions_done += len(record.moves)
         self.metrics.games.inc()
@@ -368,8 +399,25 @@ class SelfplayService:
         self.metrics.rows.inc(row_count(record))
         self.metrics.pending.set(producer.pending)
 
-    def _delivered(self, topic: str, key: bytes, metadata: object) -> None:
+    def _send(self, producer: ReliableProducer, key: str, data: bytes, stop: threading.Event) -> bool:
+        """Hand a game to the producer, waiting while its buffer is full; False when stopping."""
+        warned = False
+        while True:
+            try:
+                producer.send(GAMES_TOPIC, key, data, block_timeout_s=1.0)
+                return True
+            except BufferFullError:
+                if stop.is_set():
+                    return False
+                if not warned:
+                    log.warning("selfplay: %d games wait for the broker; self-play pauses until it "
+                                "acknowledges them", producer.pending)
+                    warned = True
+
+    def _delivered(self, topic: str, key: bytes, metadata: Any) -> None:
         self.metrics.published.inc()
+        if self._outbox is not None:
+            self._outbox.delivered(key.decode(), metadata.partition, metadata.offset)
         if self._producer is not None:
             self.metrics.pending.set(self._producer.pending)
 

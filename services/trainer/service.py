@@ -41,6 +41,7 @@ from tengen.infra.health import HealthServer
 from tengen.infra.kafka import (
     CANDIDATES_TOPIC,
     GAMES_TOPIC,
+    TRAINER_GROUP,
     GroupConsumer,
     ReliableProducer,
     wait_for_topics,
@@ -50,7 +51,6 @@ from tengen.nn.loss import LOSS_TERMS
 
 log = logging.getLogger("services.trainer")
 
-GROUP_ID = "tengen-trainer"
 HEALTHY_WITHIN_S = 120.0  # the loop must have turned this recently for /healthz to say ok
 NONFINITE_STREAK_RED = 20  # skipped steps in a row that turn /healthz red
 
@@ -81,7 +81,7 @@ class TrainerService:
         checkpoint_every_s: float = 60.0,
         log_every_s: float = 10.0,
         train_slice_s: float = 0.5,
-        group_id: str = GROUP_ID,
+        group_id: str = TRAINER_GROUP,
     ) -> None:
         self.config = config
         self.data_dir = Path(config.run.data_dir)

@@ -251,6 +251,11 @@ class Window:
     def __contains__(self, game_id: str) -> bool:
         return game_id in self._ids
 
+    def game_ids(self) -> dict[str, str]:
+        """Every game appended: id -> the digest it was appended with."""
+        with self._lock:
+            return dict(self._ids)
+
     def digest_of(self, game_id: str) -> str | None:
         """The digest a game was appended with ("" when it had none), None for an unseen id."""
         return self._ids.get(game_id)

@@ -38,6 +38,9 @@ GAMES_TOPIC = "tengen.games"
 DLQ_TOPIC = "tengen.games.dlq"
 MODELS_TOPIC = "tengen.models"
 CANDIDATES_TOPIC = "tengen.candidates"
+# The trainer's consumer group on GAMES_TOPIC: self-play keeps each game until this group has
+# committed it (tengen.infra.outbox).
+TRAINER_GROUP = "tengen-trainer"
 
 # A group join against the local broker takes ~3 s with these; kafka-python's 45 s default session
 # timeout made the first join take over 20 s. Both must stay above the broker's minimum.
@@ -726,8 +729,14 @@ class ModelWatcher:
         self._latest: dict[str, ModelAnnouncement] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._reread = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tengen-model-watcher", daemon=True)
         self._thread.start()
+
+    def reread(self) -> None:
+        """Read the topic again from its start (a caller that has reason to think announcements
+        were missed: the log was reset and refilled past the old position before it was noticed)."""
+        self._reread.set()
 
     def current(self, model: str) -> int | None:
         with self._lock:
@@ -744,6 +753,8 @@ class ModelWatcher:
             return
         with self._lock:
             old = self._latest.get(ann.model)
+            if old is not None and ann.version < old.version:
+                return  # read again after a rewind: versions only grow, an older one is history
             self._latest[ann.model] = ann
         if (old is None or old.version != ann.version) and self.on_change is not None:
             self.on_change(ann)
@@ -764,6 +775,9 @@ class ModelWatcher:
                     for recs in consumer.poll(timeout_ms=500).values():
                         for rec in recs:
                             self._apply(rec)
+                    if self._reread.is_set():
+                        self._reread.clear()
+                        consumer.seek_to_beginning(*consumer.assignment())
                     if time.monotonic() - checked >= LOG_RESET_CHECK_S:
                         _rewind_reset_logs(consumer)
                         checked = time.monotonic()

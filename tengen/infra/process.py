@@ -6,6 +6,9 @@ import logging
 import os
 import signal
 import subprocess
+import time
+from pathlib import Path
+from typing import Iterator
 
 log = logging.getLogger(__name__)
 
@@ -39,3 +42,59 @@ def kill_process(proc: subprocess.Popen, group: bool = False) -> None:
         else:
             proc.kill()
         proc.wait()
+
+
+# -- what a crashed run leaves behind ------------------------------------------------------------
+# A process inherits its parent's environment, so a variable set in `tengen run`'s own environment
+# before it starts anything marks every process of that run: services, Triton and its backend
+# stubs, the broker, GNU Go under the strength service, including those started while the
+# supervisor was being killed. A later run finds them by it, whoever their parent is now.
+
+RUN_OWNER_ENV = "TENGEN_RUN_OWNER"
+
+
+@contextlib.contextmanager
+def marking_descendants(owner: str) -> Iterator[None]:
+    """Within the block, every process this one starts is marked as belonging to `owner`."""
+    before = os.environ.get(RUN_OWNER_ENV)
+    os.environ[RUN_OWNER_ENV] = owner
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(RUN_OWNER_ENV, None)
+        else:
+            os.environ[RUN_OWNER_ENV] = before
+
+
+def marked_processes(owner: str) -> list[int]:
+    """Live processes other than this one that carry `owner`'s mark."""
+    needle = f"{RUN_OWNER_ENV}={owner}".encode() + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_bytes().rpartition(b")")[2].split()[0]
+        except OSError:  # gone, or not ours to read
+            continue
+        if state != b"Z" and (b"\0" + environ).find(b"\0" + needle) >= 0:
+            found.append(int(entry.name))
+    return found
+
+
+def stop_marked(owner: str, grace_s: float = 10.0) -> list[int]:
+    """SIGTERM every process marked for `owner`, SIGKILL what is left after `grace_s`; returns the
+    pids found."""
+    found = marked_processes(owner)
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and marked_processes(owner):
+        time.sleep(0.1)
+    for pid in marked_processes(owner):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return found

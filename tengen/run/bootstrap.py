@@ -28,7 +28,9 @@ def ensure_model(repository: ModelRepository, config: Config, seed: int = 0) -> 
     if not repository.has_model(name):
         # Warm up on the largest board the run plays, so the first real request finds a warm model.
         repository.create_model(name, render_config(name, "python", warmup_board=max(config.game.board_sizes),
-                                                               instances=config.triton.instances))
+                                                    instances=config.triton.instances,
+                                                    torch_threads=config.triton.threads,
+                                                    queue_delay_us=config.triton.queue_delay_us))
     latest = repository.latest_version(name)
     if latest is not None:
         return latest, False

@@ -11,7 +11,10 @@ the same one continues: window, checkpoints, candidates, model versions, ratings
 
 `<data_dir>/run.json` holds the addresses and process ids of the run while it is up (for people
 and tools that want to talk to its services); `<data_dir>/run.lock` keeps a second `tengen run`
-off a data dir in use.
+off a data dir in use. Every process a run starts carries the data dir in its environment
+(tengen.infra.process.RUN_OWNER_ENV), so when a run was killed (SIGKILL, OOM) and left children
+running (services, Triton with its backend stubs, the broker, GNU Go), the next run on the data
+dir stops them before it starts anything.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from typing import Iterator, TextIO
 from tengen.config import Config
 from tengen.gtp.gnugo import anchor_name
 from tengen.infra.broker import LocalBroker
+from tengen.infra.process import marking_descendants, stop_marked
 from tengen.infra.triton import LocalTriton, ModelRepository, data_dir_repository
 from tengen.ratings.config import SQLITE_NAME, load_or_create_token
 from tengen.run.bootstrap import ensure_model
@@ -113,7 +117,12 @@ class LocalRun:
     def run(self, stop: threading.Event) -> int:
         self.logs.mkdir(parents=True, exist_ok=True)
         with data_dir_lock(self.data_dir):
-            return self._run_locked(stop)
+            found = stop_marked(str(self.data_dir))
+            if found:
+                self._say(f"stopped {len(found)} processes left running by an earlier run on {self.data_dir} "
+                          "that was killed")
+            with marking_descendants(str(self.data_dir)):
+                return self._run_locked(stop)
 
     def _run_locked(self, stop: threading.Event) -> int:
         opts = self.options

@@ -1,0 +1,146 @@
+"""Published records kept until their consumer has them: no acknowledged record is lost when the
+broker loses its log.
+
+The one-box broker (Tansu) keeps its logs in memory: a broker restart empties every topic and
+forgets every committed offset, so a game that the broker acknowledged but the trainer had not
+yet made durable would be gone (737 games once, with the trainer paused 30 s). The producer
+therefore keeps each acknowledged record, with the partition and offset the broker gave it, until
+the consumer group (the trainer) has committed past that offset; the trainer commits only once the
+rows are on disk. A broker restart shows as a partition whose log end or committed offset went
+backwards; every record still kept for that partition is then sent again. The trainer's dedupe
+(same id, same bytes) makes a resend harmless.
+
+On a cluster with a durable Kafka nothing is ever resent, and the cost is the memory of the
+records the trainer has not committed yet (`max_bytes` bounds it: `add` blocks when full, so a
+trainer that is down for long pauses self-play instead of growing the worker's memory).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Kept:
+    value: bytes
+    partition: int | None = None  # where the broker acknowledged it (None: not yet)
+    offset: int | None = None
+
+
+class Outbox:
+    """Records of one topic, kept from `add` until `group` has committed past them."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, resend: Callable[[str, bytes], None], *,
+                 max_bytes: int = 256 << 20) -> None:
+        """`resend(key, value)` sends a record again (ReliableProducer.send with the topic bound)."""
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
+        self.bootstrap, self.topic, self.group = bootstrap, topic, group
+        self.max_bytes = max_bytes
+        self.kept_bytes = 0
+        self._resend = resend
+        self._kept: dict[str, _Kept] = {}
+        self._cond = threading.Condition()
+        self._high: dict[int, tuple[int, int]] = {}  # partition -> highest (log end, committed) seen
+        self._admin: KafkaAdminClient | None = None
+        self._consumer: KafkaConsumer | None = None
+        self.resent = 0
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._kept)
+
+    def add(self, key: str, value: bytes, timeout_s: float | None = None) -> bool:
+        """Keep a record being sent; blocks while `max_bytes` are kept (False on timeout)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: not self._kept or self.kept_bytes + len(value) <= self.max_bytes,
+                                       timeout=timeout_s):
+                return False
+            old = self._kept.get(key)
+            self.kept_bytes += len(value) - (len(old.value) if old is not None else 0)
+            self._kept[key] = _Kept(value)
+            return True
+
+    def delivered(self, key: str, partition: int, offset: int) -> None:
+        """The broker acknowledged `key` at (partition, offset) (the producer's callback)."""
+        with self._cond:
+            kept = self._kept.get(key)
+            if kept is not None:
+                kept.partition, kept.offset = partition, offset
+
+    def check(self) -> None:
+        """Release what the group has committed; resend what a reset partition lost. Errors (the
+        broker away) are logged and leave everything kept for the next check."""
+        try:
+            committed, ends = self._positions()
+        except Exception as exc:  # broker down or restarting: try again at the next check
+            log.debug("outbox: cannot read %s's positions: %r", self.group, exc)
+            self._close_clients()
+            return
+        lost: list[tuple[str, bytes]] = []
+        with self._cond:
+            for partition, end in ends.items():
+                done = committed.get(partition, 0)
+                high_end, high_done = self._high.get(partition, (0, 0))
+                if end < high_end or done < high_done:
+                    # The log restarted: nothing kept for this partition is on the broker any more.
+                    for key, kept in self._kept.items():
+                        if kept.partition == partition:
+                            kept.partition = kept.offset = None
+                            lost.append((key, kept.value))
+                    self._high[partition] = (end, done)
+                    continue
+                self._high[partition] = (end, done)
+                for key in [k for k, kept in self._kept.items()
+                            if kept.partition == partition and kept.offset is not None and kept.offset < done]:
+                    self.kept_bytes -= len(self._kept.pop(key).value)
+            self._cond.notify_all()
+        if lost:
+            log.warning("outbox: the broker lost %d acknowledged records of %s that %s had not committed "
+                        "(a broker restart); sending them again", len(lost), self.topic, self.group)
+            for key, value in lost:
+                self._resend(key, value)
+            self.resent += len(lost)
+
+    def _positions(self) -> tuple[dict[int, int], dict[int, int]]:
+        if self._admin is None:
+            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="tengen-outbox",
+                                           request_timeout_ms=5000)
+            self._consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="tengen-outbox",
+                                           enable_auto_commit=False, request_timeout_ms=6000)
+        offsets = self._admin.list_consumer_group_offsets(self.group)
+        committed = {tp.partition: meta.offset for tp, meta in offsets.items()
+                     if tp.topic == self.topic and meta.offset is not None and meta.offset >= 0}
+        partitions = self._consumer.partitions_for_topic(self.topic) or set()
+        ends = self._consumer.end_offsets([TopicPartition(self.topic, p) for p in partitions])
+        return committed, {tp.partition: end for tp, end in ends.items()}
+
+    def _close_clients(self) -> None:
+        for client in (self._admin, self._consumer):
+            if client is not None:
+                try:
+                    client.close()
+                except Exception as exc:
+                    log.debug("outbox: error closing a client: %r", exc)
+        self._admin = self._consumer = None
+
+    def run_checks(self, stop: threading.Event, every_s: float = 2.0) -> None:
+        """check() every `every_s` until `stop` (a thread's target)."""
+        while not stop.wait(every_s):
+            self.check()
+        self._close_clients()
+
+    def wait_empty(self, timeout_s: float) -> bool:
+        """Wait until the group has committed everything kept (tests, shutdown reports)."""
+        deadline = time.monotonic() + timeout_s
+        while len(self) and time.monotonic() < deadline:
+            self.check()
+            time.sleep(0.2)
+        return not len(self)
