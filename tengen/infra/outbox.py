@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,8 @@ class Outbox:
         self._kept: dict[str, _Kept] = {}
         self._cond = threading.Condition()
         self._high: dict[int, tuple[int, int]] = {}  # partition -> highest (log end, committed) seen
-        self._admin: KafkaAdminClient | None = None
         self._consumer: KafkaConsumer | None = None
+        self._failing = False
         self.resent = 0
 
     def __len__(self) -> int:
@@ -81,9 +81,15 @@ class Outbox:
         try:
             committed, ends = self._positions()
         except Exception as exc:  # broker down or restarting: try again at the next check
-            log.debug("outbox: cannot read %s's positions: %r", self.group, exc)
+            if not self._failing:
+                log.warning("outbox: cannot read the positions of %s on %s (%r); keeping every record until it "
+                            "can", self.group, self.topic, exc)
+            self._failing = True
             self._close_clients()
             return
+        if self._failing:
+            log.info("outbox: reading the positions of %s again", self.group)
+            self._failing = False
         lost: list[tuple[str, bytes]] = []
         with self._cond:
             for partition, end in ends.items():
@@ -110,26 +116,28 @@ class Outbox:
             self.resent += len(lost)
 
     def _positions(self) -> tuple[dict[int, int], dict[int, int]]:
-        if self._admin is None:
-            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="tengen-outbox",
-                                           request_timeout_ms=5000)
-            self._consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="tengen-outbox",
-                                           enable_auto_commit=False, request_timeout_ms=6000)
-        offsets = self._admin.list_consumer_group_offsets(self.group)
-        committed = {tp.partition: meta.offset for tp, meta in offsets.items()
-                     if tp.topic == self.topic and meta.offset is not None and meta.offset >= 0}
-        partitions = self._consumer.partitions_for_topic(self.topic) or set()
-        ends = self._consumer.end_offsets([TopicPartition(self.topic, p) for p in partitions])
+        if self._consumer is None:
+            # The group's id only to read its committed offsets: this consumer never subscribes,
+            # so it never joins the group or takes a partition from the trainer.
+            self._consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group,
+                                           client_id="tengen-outbox", enable_auto_commit=False,
+                                           request_timeout_ms=6000)
+        partitions = [TopicPartition(self.topic, p) for p in self._consumer.partitions_for_topic(self.topic) or ()]
+        ends = self._consumer.end_offsets(partitions)
+        committed = {}
+        for tp in partitions:
+            offset = self._consumer.committed(tp)
+            if offset is not None and offset >= 0:
+                committed[tp.partition] = offset
         return committed, {tp.partition: end for tp, end in ends.items()}
 
     def _close_clients(self) -> None:
-        for client in (self._admin, self._consumer):
-            if client is not None:
-                try:
-                    client.close()
-                except Exception as exc:
-                    log.debug("outbox: error closing a client: %r", exc)
-        self._admin = self._consumer = None
+        if self._consumer is not None:
+            try:
+                self._consumer.close(autocommit=False)
+            except Exception as exc:
+                log.debug("outbox: error closing its consumer: %r", exc)
+            self._consumer = None
 
     def run_checks(self, stop: threading.Event, every_s: float = 2.0) -> None:
         """check() every `every_s` until `stop` (a thread's target)."""

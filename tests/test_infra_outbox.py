@@ -1,0 +1,80 @@
+"""The outbox against the real (in-memory) broker: records the consumer group committed are
+released, and those it had not are sent again when a broker restart lost them, and only those."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tengen.infra.broker import LocalBroker
+from tengen.infra.kafka import GroupConsumer, ReliableProducer, TopicSpec, ensure_topics
+from tengen.infra.outbox import Outbox
+
+TOPIC = "outbox-games"
+GROUP = "outbox-trainer"
+
+
+def _consume(bootstrap: str, count: int, timeout_s: float = 60.0) -> list[str]:
+    """Consume `count` records in GROUP and commit them, as the trainer does; their keys."""
+    consumer = GroupConsumer(bootstrap, TOPIC, GROUP)
+    keys: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(keys) < count:
+            assert time.monotonic() < deadline, f"consumed {len(keys)} of {count}"
+            records = consumer.poll(0.5, max_records=count - len(keys))
+            if records:
+                assert consumer.commit(records)
+                keys.extend(r.key.decode() for r in records)
+    finally:
+        consumer.close()
+    return keys
+
+
+@pytest.mark.slow
+def test_outbox_resends_what_a_broker_restart_lost(tmp_path) -> None:
+    broker = LocalBroker(log_path=tmp_path / "broker.log").start()
+    resent: list[str] = []
+    producer: ReliableProducer | None = None
+    try:
+        ensure_topics(broker.bootstrap, [TopicSpec(TOPIC, partitions=1)])
+        outbox: Outbox | None = None
+
+        def delivered(_topic: str, key: bytes, meta) -> None:
+            outbox.delivered(key.decode(), meta.partition, meta.offset)
+
+        producer = ReliableProducer(broker.bootstrap, on_delivered=delivered)
+
+        def resend(key: str, value: bytes) -> None:
+            resent.append(key)
+            producer.send(TOPIC, key, value)
+
+        outbox = Outbox(broker.bootstrap, TOPIC, GROUP, resend, max_bytes=10_000)
+        for i in range(10):
+            assert outbox.add(f"g{i}", b"x" * 100)
+            producer.send(TOPIC, f"g{i}", b"x" * 100)
+        assert producer.flush(30)
+        assert _consume(broker.bootstrap, 6) == [f"g{i}" for i in range(6)]
+        outbox.check()
+        assert len(outbox) == 4 and outbox.kept_bytes == 400 and not resent  # g6..g9 not committed
+
+        # The broker dies and comes back empty; the next check sees its log end went back.
+        broker.kill()
+        broker.start()
+        ensure_topics(broker.bootstrap, [TopicSpec(TOPIC, partitions=1)])
+        deadline = time.monotonic() + 60
+        while not resent and time.monotonic() < deadline:
+            outbox.check()
+            time.sleep(0.5)
+        assert sorted(resent) == ["g6", "g7", "g8", "g9"] and outbox.resent == 4
+        assert producer.flush(30)
+        # The group starts over on the new log: the four records, and then the outbox is empty.
+        assert sorted(_consume(broker.bootstrap, 4)) == ["g6", "g7", "g8", "g9"]
+        assert outbox.wait_empty(30)
+        # A full outbox refuses (blocks) until something is committed.
+        assert outbox.add("big", b"y" * 10_000)
+        assert not outbox.add("more", b"z", timeout_s=0.5)
+    finally:
+        if producer is not None:
+            producer.close(timeout_s=5)
+        broker.stop()
