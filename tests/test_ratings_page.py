@@ -149,3 +149,22 @@ def test_page_from_a_ratings_book(tmp_path: Path) -> None:
     for svg in svgs(page):
         lines, points = anchor_lines(svg), version_points(svg)
         assert lines["GNU Go level 1"] < points["m-v2"][1] < lines["GNU Go level 0"] < points["m-v1"][1]
+
+
+def test_huge_training_sample_counts() -> None:
+    """Counts up to the store's bound (2**63 - 1), where floats are 2048 apart: one version made
+    the page fail (log10 of a zero tick step), a count past 2**53 hung it (ticks that never
+    reached the axis' end)."""
+    cases = [
+        [row("v1", 0.0, -20.0, 20.0, samples=2**63 - 1)],
+        [row("v1", 0.0, -20.0, 20.0, samples=2**53 + 1)],
+        [row("v1", 0.0, -20.0, 20.0, samples=2**63 - 2), row("v2", 50.0, 30.0, 70.0, samples=2**63 - 1)],
+        [row("v1", 0.0, -20.0, 20.0, samples=0), row("v2", 50.0, 30.0, 70.0, samples=2**63 - 1)],
+    ]
+    for points in cases:
+        svg = elo_plot(points, samples_axis)
+        assert svg.count('<g class="version">') == len(points)
+        assert_finite(svg)
+    for lo, hi in [(2.0**63, 2.0**63), (2.0**63 - 4096, 2.0**63), (2.0**53, 2.0**53 + 2)]:
+        ticks = nice_ticks(lo, hi)
+        assert 1 <= len(ticks) <= 7 and ticks == sorted(set(ticks))

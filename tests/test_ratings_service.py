@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -12,6 +13,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ from tengen.ratings.store import RatingsStore
 
 TOKEN = "test-token-123"
 MAX_BATCH = 5
+NEAR_YEAR_10000_MS = int(datetime(9999, 12, 31, 23, tzinfo=UTC).timestamp() * 1000)
 
 
 @dataclass
@@ -63,13 +66,15 @@ def service(database_url: str) -> Iterator[Service]:
     store.close()
 
 
-def http(method: str, url: str, body: Any = None, token: str | None = None, raw: bytes | None = None) -> tuple[int, dict, bytes]:
+def http(
+    method: str, url: str, body: Any = None, token: str | None = None, raw: bytes | None = None, timeout: float = 10
+) -> tuple[int, dict, bytes]:
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     request = urllib.request.Request(url, data=data, method=method)
     if token is not None:
         request.add_header("Authorization", token)
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, dict(response.headers), response.read()
     except urllib.error.HTTPError as error:
         return error.code, dict(error.headers), error.read()
@@ -207,8 +212,25 @@ def _raw_stub(service: Service) -> tuple[grpc.Channel, pb_grpc.RatingsServiceStu
             "INVALID_ARGUMENT",
             "not a valid time",
         ),
+        (
+            # Within Python's datetime, past the store's last time (the same check as over HTTP).
+            pb.ReportGamesRequest(games=[pb.Game(game_id="x", black="a", white="b", result=pb.DRAW, played_at_unix_ms=NEAR_YEAR_10000_MS)]),
+            "INVALID_ARGUMENT",
+            "played_at",
+        ),
+        (
+            pb.ReportGamesRequest(
+                games=[pb.Game(game_id="x", black="a", white="b", result=pb.DRAW)],
+                players=[pb.PlayerInfo(name="a", kind=pb.MODEL, training_samples=-1)],
+            ),
+            "INVALID_ARGUMENT",
+            "training samples",
+        ),
     ],
-    ids=["unset-result", "unknown-result", "self-play", "no-id", "no-black", "oversized", "unknown-kind", "conflict", "empty", "bad-time"],
+    ids=[
+        "unset-result", "unknown-result", "self-play", "no-id", "no-black", "oversized", "unknown-kind", "conflict",
+        "empty", "bad-time", "far-future", "negative-samples",
+    ],
 )
 def test_malformed_grpc_reports_write_nothing(service: Service, request_: pb.ReportGamesRequest, code: str, message: str) -> None:
     with RatingsClient(service.address, token=TOKEN) as client:
@@ -265,6 +287,115 @@ def test_malformed_http_reports_write_nothing(service: Service, raw: bytes, mess
     assert status == 400
     assert message in json.loads(body)["error"]
     assert service.store.game_count() == 0 and service.store.players() == []
+
+
+def _report(samples: object = None, played_at: object = None) -> bytes:
+    game: dict[str, Any] = {"game_id": "x", "black": "a", "white": "b", "result": "B"}
+    if played_at is not None:
+        game["played_at"] = played_at
+    player: dict[str, Any] = {"name": "a", "kind": "model"}
+    if samples is not None:
+        player["training_samples"] = samples
+    return json.dumps({"games": [game], "players": [player]}).encode()
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        # Over a BIGINT: a 500 on both stores (SQLite's OverflowError, Postgres's DataError).
+        (_report(samples=2**63), "training samples"),
+        (_report(samples=2**64 + 1), "training samples"),
+        (_report(samples=-1), "training samples"),
+        # Year 10000 in UTC; and the last year, which Postgres accepted and then failed every
+        # read of the games with (a session east of UTC reads it as year 10000).
+        (_report(played_at="9999-12-31T23:59:59-01:00"), "played_at"),
+        (_report(played_at="9999-06-01T00:00:00+00:00"), "played_at"),
+        (_report(played_at="1969-12-31T23:59:59+00:00"), "played_at"),
+        # Nested 100,000 deep: json.loads's RecursionError was a 500.
+        (b'{"games": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nests"),
+        (b"[" * 100_000, "nests"),
+        (b'{"games": [' + b'{"a": ' * 17 + b"1" + b"}" * 17 + b"]}", "nests"),
+    ],
+    ids=["samples-2^63", "samples-2^64", "samples-negative", "year-10000", "year-9999", "before-1970",
+         "deep-100000", "deep-unclosed", "deep-18"],
+)
+def test_out_of_range_http_reports_are_400_and_the_store_still_reads(service: Service, raw: bytes, message: str) -> None:
+    status, _, body = http("POST", service.url("/api/games"), raw=raw, token=f"Bearer {TOKEN}")
+    assert status == 400, body
+    assert message in json.loads(body)["error"]
+    assert list(service.store.games()) == [] and service.store.players() == []
+    # The extremes within the bounds are stored, read back, and drawn on the page.
+    status, _, body = http(
+        "POST", service.url("/api/games"), raw=_report(2**63 - 1, "9998-12-31T23:59:59+00:00"), token=f"Bearer {TOKEN}"
+    )
+    assert (status, json.loads(body)) == (200, {"accepted": 1, "duplicates": 0})
+    [game] = service.store.games()
+    assert game.played_at == datetime(9998, 12, 31, 23, 59, 59, tzinfo=UTC)
+    assert service.store.player("a").training_samples == 2**63 - 1
+    for path in ("/", "/api/history", "/api/player/a"):
+        assert http("GET", service.url(path))[0] == 200, path
+
+
+def _read_to_eof(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (the socket's timeout fails
+    the test if it never does)."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def test_stalled_http_clients_are_dropped_and_cannot_pin_threads(tmp_path: Path) -> None:
+    workers, timeout = 8, 1.0
+    store = RatingsStore(f"sqlite:///{tmp_path / 'ratings.sqlite'}")
+    server = RatingsServer(
+        RatingsApi(RatingsBook(store), TOKEN), "127.0.0.1", 0, 0, http_timeout=timeout, http_workers=workers
+    )
+    server.start()
+    stalled: list[socket.socket] = []
+    try:
+        for i in range(50):  # half a request each: half the headers, or the headers and half the body
+            sock = socket.create_connection(("127.0.0.1", server.http_port), timeout=120)
+            if i % 2:
+                sock.sendall(
+                    b"POST /api/games HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+                    + f"Authorization: Bearer {TOKEN}\r\n\r\n".encode()
+                    + b'{"games": ['
+                )
+            else:
+                sock.sendall(b"POST /api/games HTTP/1.1\r\nHost: x\r\nContent-Le")
+            stalled.append(sock)
+        handlers: list[int] = []
+        sampler_done = threading.Event()
+
+        def sample() -> None:
+            while not sampler_done.is_set():
+                handlers.append(sum("process_request_thread" in t.name for t in threading.enumerate()))
+                time.sleep(0.05)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            # A normal request behind them is answered (once timeouts have freed workers).
+            status, _, body = http("GET", Service(server, store).url("/healthz"), timeout=120)
+            assert (status, body) == (200, b"ok\n")
+        finally:
+            sampler_done.set()
+            sampler.join()
+        assert max(handlers) <= workers
+        # Every stalled connection is closed by the server: those whose body stalled after a 408.
+        for i, sock in enumerate(stalled):
+            data = _read_to_eof(sock)
+            if i % 2:
+                assert data.startswith(b"HTTP/1.1 408"), data
+            else:
+                assert data == b"", data
+        assert store.game_count() == 0
+    finally:
+        for sock in stalled:
+            sock.close()
+        server.stop(grace=1.0)
+        store.close()
 
 
 def test_entry_point_help_token_file_and_sigterm(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import random
 import threading
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -92,7 +93,15 @@ def test_conflicting_replay_is_refused_and_writes_nothing(database_url: str) -> 
         ([GameReport("x", "a", "b\n", "B")], [], InvalidRequest, "printable"),
         ([GameReport(f"x{i}", "a", "b", "B") for i in range(6)], [], InvalidRequest, "over the maximum of 5"),
         ([GameReport("x", "a", "b", "B")], [PlayerInfo("a", "wizard")], InvalidRequest, "unknown kind"),
-        ([GameReport("x", "a", "b", "B")], [PlayerInfo("a", "model", -5)], InvalidRequest, "non-negative"),
+        ([GameReport("x", "a", "b", "B")], [PlayerInfo("a", "model", -5)], InvalidRequest, "integer from 0"),
+        # Over a BIGINT: SQLite raised OverflowError and Postgres a DataError.
+        ([GameReport("x", "a", "b", "B")], [PlayerInfo("a", "model", 2**63)], InvalidRequest, "integer from 0"),
+        # Year 10000 in UTC (Python cannot even convert it), and the last year, which a Postgres
+        # session east of UTC reads back as year 10000 (every read of the games then failed).
+        ([GameReport("x", "a", "b", "B", "", datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5))))],
+         [], InvalidRequest, "played_at"),
+        ([GameReport("x", "a", "b", "B", "", datetime(9999, 6, 1, tzinfo=UTC))], [], InvalidRequest, "played_at"),
+        ([GameReport("x", "a", "b", "B", "", datetime(1969, 12, 31, 23, 59, tzinfo=UTC))], [], InvalidRequest, "played_at"),
         ([GameReport("x", "a", "b", "B"), GameReport("x", "a", "b", "W")], [], Conflict, "twice"),
         ([], [], InvalidRequest, "empty report"),
     ],
@@ -189,3 +198,23 @@ def test_pgserver_fallback_starts_a_working_postgres(tmp_path: Path) -> None:
     with pytest.raises(OperationalError):  # stopped with the fixture's cleanup
         engine.connect().close()
     engine.dispose()
+
+
+def test_extreme_values_within_bounds_are_stored_and_read_back(database_url: str) -> None:
+    store = RatingsStore(database_url)
+    east = timezone(timedelta(hours=9))
+    store.report(
+        [
+            GameReport("last", "a", "b", "B", "", datetime(9998, 12, 31, 23, 59, 59, tzinfo=UTC)),
+            GameReport("first", "a", "b", "W", "", datetime(1970, 1, 1, tzinfo=UTC)),
+            GameReport("tokyo", "a", "b", "draw", "", datetime(2026, 1, 2, 3, 4, 5, tzinfo=east)),
+        ],
+        [PlayerInfo("a", "model", 2**63 - 1), PlayerInfo("b", "model", 0)],
+    )
+    played = {g.game_id: g.played_at for g in store.games()}
+    assert played["last"] == datetime(9998, 12, 31, 23, 59, 59, tzinfo=UTC)
+    assert played["first"] == datetime(1970, 1, 1, tzinfo=UTC)
+    # The same instant on both stores (SQLite kept the wall time and dropped the offset).
+    assert played["tokyo"] == datetime(2026, 1, 1, 18, 4, 5, tzinfo=UTC)
+    assert store.player("a").training_samples == 2**63 - 1
+    store.close()

@@ -25,16 +25,17 @@ def nice_ticks(lo: float, hi: float, count: int = 6) -> list[float]:
     """Round tick values (1, 2 or 5 times a power of ten apart) covering [lo, hi]."""
     if hi <= lo:
         hi = lo + 1.0
+    # At least a few float steps per tick: near 2**63 (a large training-sample count) lo + 1 is
+    # lo itself, and a step below the float spacing would give ticks that never reach hi.
+    min_span = 4 * count * math.ulp(max(abs(lo), abs(hi)))
+    if hi - lo < min_span:
+        hi = lo + min_span
     raw = (hi - lo) / count
     power = 10.0 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
     first = math.ceil(lo / step) * step
-    ticks = []
-    value = first
-    while value <= hi + 1e-9 * step:
-        ticks.append(round(value, 10))
-        value += step
-    return ticks
+    last = math.floor((hi + 1e-9 * step - first) / step)  # at most count + 1 ticks
+    return [round(first + i * step, 10) for i in range(last + 1)]
 
 
 def si(value: float) -> str:
@@ -88,7 +89,8 @@ class Scale:
     @classmethod
     def covering(cls, xs: Sequence[float], ys: Sequence[float]) -> Scale:
         x_lo, x_hi, y_lo, y_hi = min(xs), max(xs), min(ys), max(ys)
-        x_pad = 0.04 * (x_hi - x_lo) if x_hi > x_lo else 1.0  # one x: no zero-width axis
+        # One x: pad around it, by more than the float spacing there (no zero-width axis).
+        x_pad = 0.04 * (x_hi - x_lo) if x_hi > x_lo else max(1.0, 0.04 * abs(x_lo))
         y_pad = max(10.0, 0.05 * (y_hi - y_lo))
         return cls(x_lo - x_pad, x_hi + x_pad, y_lo - y_pad, y_hi + y_pad)
 

@@ -8,18 +8,26 @@ HTTP routes:
     POST /api/games           JSON {"games": [...], "players": [...]}, needs the bearer token
     GET  /healthz             200 "ok" when the database answers, else 503
     GET  /metrics             Prometheus text format
+
+The HTTP server serves at most `http_workers` connections at once (others wait in the listen
+backlog) and drops a client silent for `http_timeout` seconds mid-request or between requests,
+so stalled clients cannot pin its threads. A POST body is at most MAX_BODY bytes, nested at most
+MAX_JSON_DEPTH deep.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import re
+import socket
 import threading
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import accumulate
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -48,6 +56,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 MAX_BODY = 8 * 1024 * 1024  # bytes of one POST /api/games
+MAX_JSON_DEPTH = 16  # nested arrays/objects in a POST body (a report needs 3)
+HTTP_TIMEOUT_S = 30.0  # a client silent this long mid-request, or idle between requests, is dropped
+HTTP_WORKERS = 32  # connections served at once
 _GRPC_CODES: dict[type[RatingsError], grpc.StatusCode] = {
     InvalidRequest: grpc.StatusCode.INVALID_ARGUMENT,
     Conflict: grpc.StatusCode.ALREADY_EXISTS,
@@ -185,11 +196,29 @@ def players_from_json(body: dict[str, Any]) -> list[PlayerInfo]:
     return players
 
 
+# A string to its closing quote, or to the end when unterminated: the optional quote never makes
+# the match backtrack, so the scan stays linear whatever the body.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.S)
+# bytes.translate: opening brackets to +1, closing ones to -1 (as signed bytes), the rest deleted.
+_DEPTH_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def json_depth(raw: bytes) -> int:
+    """How deep arrays and objects nest in `raw` (brackets inside strings aside), found without
+    parsing: json.loads recurses once per level and fails deep inside its C code on a document of
+    100,000 opening brackets."""
+    steps = _JSON_STRING.sub(b"", raw).translate(_DEPTH_STEPS, _NOT_BRACKETS)
+    return max(accumulate(memoryview(steps).cast("b")), default=0)
+
+
 def report_from_json(raw: bytes) -> tuple[list[GameReport], list[PlayerInfo]]:
     """The games and players of a POST /api/games body; InvalidRequest when malformed."""
+    if json_depth(raw) > MAX_JSON_DEPTH:
+        raise InvalidRequest(f"body nests arrays and objects over {MAX_JSON_DEPTH} deep")
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise InvalidRequest(f"body is not JSON: {error}") from None
     if not isinstance(body, dict):
         raise InvalidRequest("body must be a JSON object with 'games' and/or 'players'")
@@ -197,7 +226,7 @@ def report_from_json(raw: bytes) -> tuple[list[GameReport], list[PlayerInfo]]:
     return games_from_json(body), players_from_json(body)
 
 
-def _make_handler(api: RatingsApi) -> type[BaseHTTPRequestHandler]:
+def _make_handler(api: RatingsApi, timeout: float) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "tengen-ratings"
         protocol_version = "HTTP/1.1"
@@ -239,6 +268,10 @@ def _make_handler(api: RatingsApi) -> type[BaseHTTPRequestHandler]:
                 self._error(error)
             except DatabaseUnavailable as error:
                 self._json(HTTPStatus.SERVICE_UNAVAILABLE, {"error": str(error), "status": "Service Unavailable"})
+            except TimeoutError:
+                # The client stopped reading the answer: nothing more can go to it.
+                log.debug("ratings HTTP client %s timed out", self.address_string())
+                self.close_connection = True
             except Exception:
                 log.exception("ratings HTTP request %s %s failed", self.command, self.path)
                 self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": "internal error; see the ratings service log"})
@@ -294,17 +327,74 @@ def _make_handler(api: RatingsApi) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 self._json(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"error": f"body over {MAX_BODY} bytes"})
                 return
-            raw = self.rfile.read(int(length))
+            try:
+                raw = self.rfile.read(int(length))
+            except TimeoutError:
+                self.close_connection = True
+                self._json(HTTPStatus.REQUEST_TIMEOUT, {"error": f"body not received within {timeout:g} s"})
+                return
+            if len(raw) < int(length):  # the client closed before sending it all
+                self.close_connection = True
+                return
             outcome = api.report(self.headers.get("Authorization"), lambda: report_from_json(raw))
             self._json(HTTPStatus.OK, {"accepted": outcome.accepted, "duplicates": outcome.duplicates})
 
+    # The socket's timeout (set in setup()): a read or write that waits longer raises
+    # TimeoutError; one while reading the request line or headers closes the connection.
+    Handler.timeout = timeout
     return Handler
+
+
+class _BoundedHTTPServer(ThreadingHTTPServer):
+    """A ThreadingHTTPServer serving at most `workers` connections at once: its accept loop waits
+    for a free worker, and further connections wait in the listen backlog. With the handler's
+    socket timeout, a stalled client holds a worker for a bounded time, not a thread forever."""
+
+    daemon_threads = True
+    request_queue_size = 128  # the listen backlog
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], workers: int) -> None:
+        if workers < 1:
+            raise ValueError(f"the HTTP server needs at least one worker, got {workers}")
+        self._slots = threading.BoundedSemaphore(workers)
+        self._closing = threading.Event()
+        super().__init__(address, handler)
+
+    def process_request(self, request: socket.socket, client_address: Any) -> None:
+        # Polls so that shutdown() is not stuck behind a full pool.
+        while not self._slots.acquire(timeout=0.1):
+            if self._closing.is_set():
+                self.shutdown_request(request)
+                return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: socket.socket, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def shutdown(self) -> None:
+        self._closing.set()
+        super().shutdown()
 
 
 class RatingsServer:
     """gRPC and HTTP servers over one API; ports 0 pick free ports (see grpc_port / http_port)."""
 
-    def __init__(self, api: RatingsApi, host: str = "0.0.0.0", grpc_port: int = 50061, http_port: int = 8061) -> None:
+    def __init__(
+        self,
+        api: RatingsApi,
+        host: str = "0.0.0.0",
+        grpc_port: int = 50061,
+        http_port: int = 8061,
+        http_timeout: float = HTTP_TIMEOUT_S,
+        http_workers: int = HTTP_WORKERS,
+    ) -> None:
         self.api = api
         self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="ratings-grpc"))
         pb_grpc.add_RatingsServiceServicer_to_server(RatingsServicer(api), self._grpc)
@@ -312,8 +402,7 @@ class RatingsServer:
         self.grpc_port = self._grpc.add_insecure_port(address)
         if self.grpc_port == 0:
             raise OSError(f"cannot listen for gRPC on {address}")
-        self._http = ThreadingHTTPServer((host, http_port), _make_handler(api))
-        self._http.daemon_threads = True
+        self._http = _BoundedHTTPServer((host, http_port), _make_handler(api, http_timeout), http_workers)
         self.http_port = self._http.server_address[1]
         # A short poll interval makes shutdown() return promptly.
         self._http_thread = threading.Thread(

@@ -8,13 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 RESULTS = ("B", "W", "draw")
 KINDS = ("model", "anchor", "engine")
 MAX_NAME = 200
 MAX_SOURCE = 100
 DEFAULT_MAX_BATCH = 1000  # most games (and most player declarations) in one report
+MAX_TRAINING_SAMPLES = 2**63 - 1  # a BIGINT column in both stores
+# When a game can have been played: from the Unix epoch (gRPC carries Unix milliseconds) to the
+# start of year 9999, short of Python's last year so that a Postgres session in any time zone
+# reads it back as a datetime (a year-10000 value there made every read of the games fail).
+EARLIEST_PLAYED_AT = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_PLAYED_AT = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 class RatingsError(ValueError):
@@ -80,6 +86,23 @@ def _check_name(what: str, name: object) -> None:
         )
 
 
+def played_at_utc(when: datetime, where: str = "game") -> datetime:
+    """`when` in UTC (a naive time is taken as UTC); InvalidRequest outside EARLIEST_PLAYED_AT
+    (inclusive) to LATEST_PLAYED_AT (exclusive)."""
+    if not isinstance(when, datetime):
+        raise InvalidRequest(f"{where}: played_at must be a date and time")
+    try:
+        utc = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    except OverflowError:  # e.g. 9999-12-31T23:00-05:00, past datetime's last year in UTC
+        utc = None
+    if utc is None or not EARLIEST_PLAYED_AT <= utc < LATEST_PLAYED_AT:
+        raise InvalidRequest(
+            f"{where}: played_at {when.isoformat()} is outside {EARLIEST_PLAYED_AT.isoformat()} "
+            f"to {LATEST_PLAYED_AT.isoformat()}"
+        )
+    return utc
+
+
 def validate_game(game: GameReport, where: str = "game") -> None:
     _check_name(f"{where}: game id", game.game_id)
     where = f"game {game.game_id!r}"
@@ -91,6 +114,8 @@ def validate_game(game: GameReport, where: str = "game") -> None:
         raise InvalidRequest(f"{where}: unknown result {game.result!r}: expected B, W or draw")
     if not isinstance(game.source, str) or len(game.source) > MAX_SOURCE:
         raise InvalidRequest(f"{where}: source must be text of at most {MAX_SOURCE} characters")
+    if game.played_at is not None:
+        played_at_utc(game.played_at, where)
 
 
 def validate_player(player: PlayerInfo) -> None:
@@ -100,8 +125,12 @@ def validate_player(player: PlayerInfo) -> None:
             f"player {player.name!r}: unknown kind {player.kind!r}: expected one of {', '.join(KINDS)}"
         )
     samples = player.training_samples
-    if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 0):
-        raise InvalidRequest(f"player {player.name!r}: training samples must be a non-negative integer")
+    if samples is not None and (
+        isinstance(samples, bool) or not isinstance(samples, int) or not 0 <= samples <= MAX_TRAINING_SAMPLES
+    ):
+        raise InvalidRequest(
+            f"player {player.name!r}: training samples must be an integer from 0 to {MAX_TRAINING_SAMPLES}"
+        )
 
 
 def validate_batch(

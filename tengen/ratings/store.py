@@ -44,6 +44,7 @@ from tengen.ratings.records import (
     Conflict,
     GameReport,
     PlayerInfo,
+    played_at_utc,
     validate_batch,
 )
 
@@ -285,7 +286,8 @@ class RatingsStore:
                     white_id=content[1],
                     result=game.result,
                     source=game.source,
-                    played_at=game.played_at or now,
+                    # In UTC: SQLite keeps a datetime's wall time and drops its offset.
+                    played_at=played_at_utc(game.played_at) if game.played_at else now,
                     reported_at=now,
                 )
             )
