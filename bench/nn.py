@@ -101,7 +101,13 @@ class LeelaZero:
         self._seen = threading.Condition()
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._reader.start()
-        self._command("boardsize 19")
+        self._busy = False  # a command sent and its answer not yet read
+        try:
+            self._command("boardsize 19")
+        except BaseException:
+            # Interrupted (or failed) before the caller holds this object to close it.
+            self.close()
+            raise
 
     def _read_stderr(self) -> None:
         assert self.proc.stderr is not None
@@ -114,6 +120,7 @@ class LeelaZero:
 
     def _command(self, text: str) -> str:
         assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._busy = True
         self.proc.stdin.write(text + "\n")
         self.proc.stdin.flush()
         lines = []
@@ -125,6 +132,7 @@ class LeelaZero:
                 break
             if line.strip():
                 lines.append(line.strip())
+        self._busy = False
         if not lines[0].startswith("="):
             raise RuntimeError(f"leelaz answered {text!r} with {lines[0]!r}")
         return lines[0]
@@ -139,10 +147,15 @@ class LeelaZero:
             return self._rates[-1]
 
     def close(self) -> None:
-        try:
-            self._command("quit")
-        except (RuntimeError, OSError):
-            pass
+        """`quit`, or a kill at once when a command was cut short (a signal in the middle of a
+        genmove): leelaz reads no command until its search ends, half a minute at many visits."""
+        if self._busy:
+            self.proc.kill()
+        else:
+            try:
+                self._command("quit")
+            except (RuntimeError, OSError):
+                pass
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:

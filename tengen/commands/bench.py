@@ -36,10 +36,18 @@ def _runner(name, module):
     def run(args: argparse.Namespace) -> int:
         if args.seconds <= 0:
             raise SystemExit("--seconds must be positive")
-        # SIGTERM unwinds like Ctrl-C, so a benchmark's finally blocks stop the servers it started
-        # and remove its temporary directories.
-        signal.signal(signal.SIGTERM, _exit_on_signal)
-        figures = {"bench": name, **module.run(args)}
+        # SIGTERM and SIGINT unwind the benchmark, so its finally blocks stop the servers it
+        # started and remove its temporary directories.
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, _exit_on_signal)
+        try:
+            figures = {"bench": name, **module.run(args)}
+        except _Interrupted as stop:
+            # run() has unwound, its servers are stopped: leave as below, without teardown.
+            print(f"bench {name}: interrupted by {signal.Signals(stop.code - 128).name}", file=sys.stderr)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(stop.code)
         print(json.dumps(figures), flush=True)
         sys.stderr.flush()
         # The benchmark has stopped what it started; skip interpreter teardown, where a process
@@ -50,5 +58,13 @@ def _runner(name, module):
     return run
 
 
+class _Interrupted(SystemExit):
+    """A benchmark stopped by a signal; code is 128 + the signal number."""
+
+
 def _exit_on_signal(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
+    # Further signals are ignored: a second Ctrl-C must not cut short the cleanup the first began
+    # (each stop has its own grace period; SIGKILL is still there).
+    for other in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(other, signal.SIG_IGN)
+    raise _Interrupted(128 + signum)

@@ -126,17 +126,23 @@ class LocalBroker:
         self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                       start_new_session=True)
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                code = self._proc.returncode
-                self._close_log()
-                self._proc = None
-                raise BrokerError(f"broker exited with code {code} during start on {self.bootstrap}"
-                                  f"{self._log_hint()}")
-            if kafka_api_versions_ok(self.host, self.port):
-                log.info("broker ready on %s (pid %d)", self.bootstrap, self._proc.pid)
-                return self
-            time.sleep(0.05)
+        try:
+            while time.monotonic() < deadline:
+                if self._proc.poll() is not None:
+                    code = self._proc.returncode
+                    self._close_log()
+                    self._proc = None
+                    raise BrokerError(f"broker exited with code {code} during start on {self.bootstrap}"
+                                      f"{self._log_hint()}")
+                if kafka_api_versions_ok(self.host, self.port):
+                    log.info("broker ready on %s (pid %d)", self.bootstrap, self._proc.pid)
+                    return self
+                time.sleep(0.05)
+        except BaseException:
+            # Interrupted while starting: `with LocalBroker()` never reaches __exit__ when
+            # __enter__ fails, so the broker stops here.
+            self.stop()
+            raise
         self.stop()
         raise BrokerError(f"broker on {self.bootstrap} did not answer within {timeout_s:.0f} s"
                           f"{self._log_hint()}")

@@ -381,17 +381,23 @@ class LocalTriton:
         self._proc = subprocess.Popen(cmd, env=server_env(), stdout=self._log_file, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                code = self._proc.returncode
-                self._proc = None
-                self._close_log()
-                raise TritonError(f"tritonserver exited with code {code} during start; see {self.log_path}:\n"
-                                  f"{self.log_tail()}")
-            if self.is_ready():
-                log.info("Triton ready (pid %d)", self._proc.pid)
-                return self
-            time.sleep(0.2)
+        try:
+            while time.monotonic() < deadline:
+                if self._proc.poll() is not None:
+                    code = self._proc.returncode
+                    self._proc = None
+                    self._close_log()
+                    raise TritonError(f"tritonserver exited with code {code} during start; see {self.log_path}:\n"
+                                      f"{self.log_tail()}")
+                if self.is_ready():
+                    log.info("Triton ready (pid %d)", self._proc.pid)
+                    return self
+                time.sleep(0.2)
+        except BaseException:
+            # Interrupted while loading (Ctrl-C, SIGTERM unwinding a caller): `with LocalTriton()`
+            # never reaches __exit__ when __enter__ fails, so the server and its stubs stop here.
+            self.stop()
+            raise
         self.stop()
         raise TritonError(f"tritonserver not ready within {timeout_s:.0f} s; see {self.log_path}:\n{self.log_tail()}")
 
