@@ -190,6 +190,51 @@ def test_kill_during_appends_keeps_every_acknowledged_game(tmp_path: Path) -> No
     assert window.n_total == len(scores) and window.games == len(games) <= len(acked) + 2
 
 
+OPENER = textwrap.dedent(
+    """
+    import sys, time
+    from tengen.data.window import Window, WindowError
+    refused = read = 0
+    deadline = time.monotonic() + float(sys.argv[2])
+    while time.monotonic() < deadline:
+        try:
+            Window(sys.argv[1], 9, c=10_000, shard_rows=8).close()
+        except WindowError:
+            refused += 1
+        try:
+            read += Window(sys.argv[1], 9, c=10_000, read_only=True).games > 0
+        except (WindowError, OSError, ValueError):  # caught between two files of an append
+            pass
+    print(refused, read, flush=True)
+    """
+)
+
+
+def test_concurrent_opens_cannot_hurt_the_writer(tmp_path: Path) -> None:
+    """Opening a window runs recovery (truncating, deleting): once, a second opener crashed the live
+    trainer and concurrent opens left a window that no longer opened. Now a second writer is refused
+    before it touches a file, and read-only opens change nothing."""
+    root = Path(__file__).resolve().parent.parent
+    writer = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), "0"], stdout=subprocess.PIPE, text=True,
+                              cwd=root)
+    assert writer.stdout is not None
+    acked = [int(writer.stdout.readline())]  # the window exists and holds a game
+    openers = [subprocess.Popen([sys.executable, "-c", OPENER, str(tmp_path), "5"], stdout=subprocess.PIPE,
+                                text=True, cwd=root) for _ in range(2)]
+    results = [opener.communicate(timeout=120)[0].split() for opener in openers]
+    assert writer.poll() is None, "the writer died while others opened its window"
+    writer.kill()
+    writer.wait()
+    acked.extend(int(line) for line in writer.stdout.read().split())
+    writer.stdout.close()
+    assert all(int(refused) > 0 and int(read) > 0 for refused, read in results), results
+    window = Window(tmp_path, 9, c=10_000)  # recovers and opens: nothing was corrupted
+    assert all(f"g{seed}" in window for seed in acked)
+    scores = np.concatenate([fake_rows(seed, 1 + seed % 4).score
+                             for seed in sorted(int(g[1:]) for g in window.game_ids())])
+    np.testing.assert_array_equal(_all_rows(window)["score"], scores)
+
+
 def _chi_square_quantile(df: int, z: float) -> float:
     """Wilson-Hilferty approximation of the chi-square quantile at standard-normal z."""
     return df * (1 - 2 / (9 * df) + z * (2 / (9 * df)) ** 0.5) ** 3
