@@ -21,7 +21,7 @@ from deploy_support import REPO, tool
 
 DOCKERFILES = [REPO / "docker" / "Dockerfile", REPO / "docker" / "Dockerfile.triton"]
 SCRIPTS = [REPO / "docker" / "triton-entrypoint.sh", REPO / "docker" / "bootstrap-model.sh",
-           REPO / "k8s" / "base" / "kafka" / "create-topics.sh"]
+           REPO / "docker" / "check-torch-variant.sh", REPO / "k8s" / "base" / "kafka" / "create-topics.sh"]
 
 
 @dataclass
@@ -167,6 +167,32 @@ def test_app_image_builds_extensions_and_pins_the_projects_torch() -> None:
     assert "build_ext --inplace" in builder
     runtime = " ".join(i.args for i in final_stage(DOCKERFILES[0]))
     assert "gcc" not in runtime, "compilers stay in the builder stage"
+
+
+def _variant_check(version: str, variant: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["sh", str(REPO / "docker" / "check-torch-variant.sh"), version, variant],
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_a_torch_variant_without_a_build_stops_the_image_build() -> None:
+    """PyTorch 2.13 has CUDA 12.6, 13.0 and 13.2 builds (its release matrix); cu128 has none."""
+    version = dockerfile_args(DOCKERFILES[0])["TORCH_VERSION"]
+    for variant in ("cpu", "cu126", "cu130"):
+        assert _variant_check(version, variant).returncode == 0, variant
+    for variant in ("cu128", "cu118", "rocm7.2", ""):
+        result = _variant_check(version, variant)
+        assert result.returncode == 1 and "use one of: cpu cu126 cu130" in result.stderr, (variant, result)
+    # The builder runs the check before it installs torch.
+    runs = [i.args for i in parse_dockerfile(DOCKERFILES[0]) if i.stage == 0 and i.keyword == "RUN"]
+    torch_run = next(r for r in runs if "download.pytorch.org" in r)
+    assert torch_run.index("check-torch-variant.sh") < torch_run.index("pip install")
+    # The variants the deployment files build with are ones that exist.
+    env = dict(line.split("=", 1) for line in (REPO / ".env.example").read_text().splitlines()
+               if line and not line.startswith("#"))
+    assert _variant_check(version, env["TORCH_CUDA_VARIANT"]).returncode == 0
+    gpu_compose = (REPO / "docker-compose.gpu.yml").read_text()
+    default = re.search(r"TORCH_VARIANT: \$\{TORCH_CUDA_VARIANT:-([^}]+)\}", gpu_compose).group(1)
+    assert _variant_check(version, default).returncode == 0
 
 
 def test_app_image_installs_gnugo_for_the_strength_service() -> None:
