@@ -298,5 +298,9 @@ def validate(config: Config) -> None:
     check(config.triton.queue_delay_us >= 0, "triton.queue_delay_us must be >= 0")
     check(config.ratings.prior_draws >= 0 and config.ratings.max_batch >= 1,
           "ratings.prior_draws >= 0, max_batch >= 1")
+    from tengen.ratings.config import placeholder_secret  # (it imports the entry point helpers, which import this)
+
+    placeholder = placeholder_secret(config.ratings.token, config.ratings.database_url)
+    check(placeholder is None, f"{placeholder}: set a real secret")
     if problems:
         raise ConfigError("invalid configuration: " + "; ".join(problems))

@@ -2,6 +2,7 @@
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tengen.config import PRESETS, ConfigError, load_config
 
@@ -45,7 +46,7 @@ def test_environment_overrides_are_typed() -> None:
         ({"TENGEN_TRAINER__BATCH_SIZE": "many"}, "trainer.batch_size: expected int"),
         ({"TENGEN_GAME__BOARD_SIZES": "5"}, "within 7..19"),
         ({"TENGEN_GATING__WINS_TO_PASS": "500"}, "gating.wins_to_pass"),
-        ({"TENGEN_TRITON__INSTANCES": "0"}, "triton.instances must be >= 1"),
+        ({"TENGEN_TRITON__INSTANCES": "0"}, "triton.instances and threads must be >= 1"),
     ],
 )
 def test_bad_overrides_name_the_key(env: dict, fragment: str) -> None:
@@ -64,3 +65,30 @@ def test_bad_files(tmp_path: Path) -> None:
     wrong.write_text("trainer:\n  batch_size: 2.5\n")
     with pytest.raises(ConfigError, match="trainer.batch_size"):
         load_config(wrong, env={})
+
+
+def _placeholders() -> dict[str, str]:
+    """The secrets the deployment files ship as placeholders (.env.example, the k8s base)."""
+    root = Path(__file__).resolve().parent.parent
+    env = dict(line.split("=", 1) for line in (root / ".env.example").read_text().splitlines()
+               if line and not line.startswith("#"))
+    kustomization = yaml.safe_load((root / "k8s" / "base" / "kustomization.yaml").read_text())
+    literals = dict(item.split("=", 1) for gen in kustomization["secretGenerator"] for item in gen.get("literals", []))
+    return {"compose token": env["TENGEN_RATINGS_TOKEN"], "compose password": env["POSTGRES_PASSWORD"],
+            "k8s token": literals["ratings-token"], "k8s password": literals["postgres-password"]}
+
+
+@pytest.mark.parametrize("which", ["compose", "k8s"])
+def test_placeholder_secrets_are_refused_at_start(which: str) -> None:
+    secrets = _placeholders()
+    with pytest.raises(ConfigError, match="ratings token .* placeholder"):
+        load_config("cpu", env={"TENGEN_RATINGS_TOKEN": secrets[f"{which} token"]})
+    url = f"postgresql+psycopg2://tengen:{secrets[f'{which} password']}@postgres:5432/tengen"
+    with pytest.raises(ConfigError, match="database password .* placeholder"):
+        load_config("cpu", env={"TENGEN_DATABASE_URL": url})
+    # The ratings service itself refuses them too, before it opens anything.
+    from services.ratings.__main__ import main
+
+    assert main(["--token", secrets[f"{which} token"], "--grpc-port", "0", "--http-port", "0"]) == 2
+    # Real secrets pass.
+    assert load_config("cpu", env={"TENGEN_RATINGS_TOKEN": "k2v9-not-a-placeholder"}).ratings.token

@@ -18,6 +18,7 @@ from tengen.ratings.config import (
     DEFAULT_HTTP_PORT,
     add_store_arguments,
     load_or_create_token,
+    placeholder_secret,
     store_url,
 )
 
@@ -68,6 +69,11 @@ def main(argv: list[str] | None = None) -> int:
 
     stop = stop_on_signals(log)
 
+    placeholder = placeholder_secret(args.token, args.database_url)
+    if placeholder:
+        log.error("refusing to start: %s; set a real secret (python3 -c 'import secrets; "
+                  "print(secrets.token_urlsafe(32))')", placeholder)
+        return 2
     token = args.token or load_or_create_token(args.data_dir)
     try:
         store = RatingsStore(
