@@ -84,6 +84,14 @@ def _script_path(command: str) -> Path | None:
     return None
 
 
+def operator_secret(name: str, value: str) -> str:
+    """A secret as an operator deploys it: the files' placeholders (refused by the services at
+    start, tests/test_config.py) replaced by a value of their own."""
+    from tengen.ratings.config import PLACEHOLDER_PREFIXES
+
+    return f"operator-chosen-{name.lower()}" if value.lower().startswith(PLACEHOLDER_PREFIXES) else value
+
+
 def check_entry_point(argv: list[str]) -> None:
     """Fail unless argv starts an entry point that exists and accepts these arguments."""
     assert argv, "empty command"

@@ -25,6 +25,7 @@ from deploy_support import (
     check_persistence,
     env_names_read,
     host_port,
+    operator_secret,
 )
 from tengen.config import TritonConfig
 from tengen.infra.triton import CONFIG_TEMPLATES
@@ -83,7 +84,8 @@ def merge(base: Any, override: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def env() -> dict[str, str]:
-    return read_env_file(ENV_EXAMPLE)
+    """.env as an operator makes it from .env.example: the placeholder secrets replaced."""
+    return {key: operator_secret(key, value) for key, value in read_env_file(ENV_EXAMPLE).items()}
 
 
 @pytest.fixture(scope="module")
@@ -321,9 +323,13 @@ def test_selfplay_replicas_come_from_the_env_file(env: dict[str, str]) -> None:
 
 def test_gpu_override_reserves_gpus_and_switches_backend_and_device(gpu_compose: dict[str, Any]) -> None:
     services = gpu_compose["services"]
+    gpus = {}
     for name in ("triton", "trainer"):
         devices = services[name]["deploy"]["resources"]["reservations"]["devices"]
-        assert devices == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}], name
+        assert len(devices) == 1 and devices[0]["driver"] == "nvidia" and devices[0]["capabilities"] == ["gpu"]
+        assert "count" not in devices[0], f"{name}: a count of GPUs lands on GPU 0 whatever the other service has"
+        gpus[name] = devices[0]["device_ids"]
+    assert gpus["triton"] != gpus["trainer"], "Triton and the trainer on one GPU by default"
     backend = services["model-init"]["environment"]["TENGEN_MODEL_BACKEND"]
     assert backend in CONFIG_TEMPLATES and "KIND_GPU" in CONFIG_TEMPLATES[backend].read_text()
     assert services["trainer"]["environment"]["TENGEN_TRAINER_DEVICE"] == "cuda"

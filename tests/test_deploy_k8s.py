@@ -35,6 +35,7 @@ from deploy_support import (
     entry_point_sources,
     env_names_read,
     mount_of,
+    operator_secret,
     tool,
 )
 from tengen.config import TritonConfig
@@ -156,6 +157,8 @@ def object_data(m: Manifests, kind: str, name: str) -> dict[str, str]:
     if kind == "Secret":
         data = {k: base64.b64decode(v).decode() for k, v in data.items()}
         data.update(obj.get("stringData", {}))
+        # As deployed: the operator has replaced the placeholders (which the services refuse).
+        data = {k: operator_secret(k, v) for k, v in data.items()}
     return data
 
 
@@ -612,6 +615,10 @@ def test_every_container_has_requests_and_limits_and_gpus_where_the_overlay_says
     trainer = workload(m, "trainer")
     assert trainer.env["TENGEN_TRAINER_DEVICE"] == ("cuda" if gpu else "cpu")
     assert trainer.image.endswith("-cuda") == gpu
+    # Only the trainer computes with torch on a GPU (Triton has its own image): every other app
+    # container, self-play's fleet above all, pulls the CPU image, not the multi-GB CUDA one.
+    cuda_images = {c["name"] for owner in m.pod_owners() for c in containers(owner) if c["image"].endswith("-cuda")}
+    assert cuda_images == ({"trainer"} if gpu else set())
     assert trainer.env["TENGEN_PRESET"] == ("paper" if gpu else "cpu")
     # Kafka: the voters list one node per replica; topics replicate over all of them.
     kafka = m.get("StatefulSet", "kafka")
