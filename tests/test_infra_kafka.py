@@ -13,6 +13,7 @@ from kafka import KafkaConsumer, TopicPartition
 from tengen.infra.broker import LocalBroker, kafka_api_versions_ok
 from tengen.infra.kafka import (
     DLQ_TOPIC,
+    GAMES_TOPIC,
     MODELS_TOPIC,
     GroupConsumer,
     ModelWatcher,
@@ -24,7 +25,9 @@ from tengen.infra.kafka import (
     header,
     latest_model_version,
     latest_models,
+    missing_topics,
     send_dead_letter,
+    wait_for_topics,
 )
 
 
@@ -67,6 +70,32 @@ def test_broker_answers_kafka_and_stops(tmp_path) -> None:
     assert not broker.is_running()
     assert not kafka_api_versions_ok(broker.host, broker.port)
     assert (tmp_path / "b.log").read_text()  # the broker's output went to its log
+
+
+@pytest.mark.slow
+def test_services_wait_for_the_deployments_topics_and_never_create_them(tmp_path) -> None:
+    """On Kubernetes a service could start before the topics Job: had it created tengen.games with
+    its own partition count, the Job's (8 in the gpu overlay) would have been lost for good."""
+    broker = LocalBroker(log_path=tmp_path / "broker.log").start()
+    stop = threading.Event()
+    result: list[bool] = []
+    waiter = threading.Thread(target=lambda: result.append(wait_for_topics(broker.bootstrap, stop, "test")))
+    try:
+        waiter.start()
+        time.sleep(4)  # the service has asked (and waited) more than once by now
+        assert not result and missing_topics(broker.bootstrap, [GAMES_TOPIC]) == [GAMES_TOPIC]
+        ensure_topics(broker.bootstrap, default_topics(game_partitions=8))  # the deployment's Job
+        waiter.join(timeout=60)
+        assert result == [True]
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+        try:
+            assert len(consumer.partitions_for_topic(GAMES_TOPIC)) == 8
+        finally:
+            consumer.close()
+    finally:
+        stop.set()
+        waiter.join(timeout=60)
+        broker.stop()
 
 
 def test_ensure_topics_is_idempotent(kafka_broker) -> None:

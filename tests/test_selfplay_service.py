@@ -30,7 +30,7 @@ from tengen.data.rows import decode, row_count, rows_from_record, validate
 from tengen.data.synthetic import random_game
 from tengen.go.sgf import read_game, replay
 from tengen.infra.broker import LocalBroker, free_port
-from tengen.infra.kafka import GAMES_TOPIC, ReliableProducer, announce_model
+from tengen.infra.kafka import GAMES_TOPIC, ReliableProducer, announce_model, ensure_topics
 from tengen.infra.triton import LocalTriton, ModelRepository, TritonError, TritonEvaluator, promote, render_config
 from tengen.nn.export import export_model
 from tengen.nn.model import build_model
@@ -168,8 +168,9 @@ def _metric(text: str, name: str, **labels: str) -> float:
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[LocalBroker]:
-    """A broker of this test's own: the test freezes it."""
+    """A broker of this test's own (the test freezes it), with the topics a deployment creates."""
     own = LocalBroker(log_path=tmp_path / "broker.log").start()
+    ensure_topics(own.bootstrap)
     try:
         yield own
     finally:

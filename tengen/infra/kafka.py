@@ -151,18 +151,44 @@ def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec] | None = None, time
             time.sleep(delay)
 
 
-def wait_for_topics(bootstrap: str, stop: threading.Event, who: str, timeout_s: float = 30.0) -> bool:
-    """A service's start: ensure the topics, retrying with backoff (1 s doubling to 30 s, logged)
-    while the broker is away, until `stop` is set. True once the topics exist."""
+def missing_topics(bootstrap: str, names: Iterable[str], timeout_s: float = 10.0) -> list[str]:
+    """Which of `names` the broker does not have (KafkaAdapterError when it cannot be asked)."""
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="tengen-admin",
+                                 request_timeout_ms=int(timeout_s * 1000), bootstrap_timeout_ms=int(timeout_s * 1000))
+    except (kerr.KafkaError, OSError) as exc:
+        raise KafkaAdapterError(f"broker {bootstrap} not reachable ({exc!r})") from exc
+    try:
+        existing = set(admin.list_topics())
+    except (kerr.KafkaError, OSError) as exc:
+        raise KafkaAdapterError(f"cannot list the topics of {bootstrap} ({exc!r})") from exc
+    finally:
+        admin.close()
+    return [name for name in names if name not in existing]
+
+
+def wait_for_topics(bootstrap: str, stop: threading.Event, who: str, timeout_s: float = 10.0) -> bool:
+    """A service's start: wait until the broker answers and has the project's topics, retrying
+    with backoff (1 s doubling to 30 s, logged), until `stop` is set. True once they exist.
+
+    Services never create topics: the deployment does, once, with its own settings (`tengen run`
+    with ensure_topics, compose's kafka-init, the Kubernetes topics Job). A service that created
+    `tengen.games` with the default partitions before the Job ran would leave it so for good
+    (creating an existing topic adds no partitions)."""
     backoff = Backoff(1.0, 30.0)
+    names = [spec.name for spec in default_topics()]
     while not stop.is_set():
         try:
-            ensure_topics(bootstrap, timeout_s=timeout_s)
-            return True
+            missing = missing_topics(bootstrap, names, timeout_s)
+            if not missing:
+                return True
+            reason = (f"topics {', '.join(missing)} do not exist yet (the deployment creates them: `tengen run`, "
+                      "compose's kafka-init, the Kubernetes topics Job)")
         except KafkaAdapterError as exc:
-            delay = backoff.next()
-            log.warning("%s: %s; retrying in %.0f s", who, exc, delay)
-            stop.wait(delay)
+            reason = str(exc)
+        delay = backoff.next()
+        log.warning("%s: %s; checking again in %.0f s", who, reason, delay)
+        stop.wait(delay)
     return False
 
 
