@@ -628,6 +628,11 @@ def test_every_container_has_requests_and_limits_and_gpus_where_the_overlay_says
     topics = workload(m, "create-topics").env
     assert int(topics["TOPIC_REPLICATION_FACTOR"]) == replicas == int(workload(m, "kafka").env["KAFKA_DEFAULT_REPLICATION_FACTOR"])
     assert int(topics["TOPIC_MIN_INSYNC_REPLICAS"]) == (2 if replicas >= 3 else 1)
+    if replicas > 1:  # replicas that may share a node are not replicas
+        anti = pod_spec(kafka).get("affinity", {}).get("podAntiAffinity", {})
+        terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution", [])
+        assert any(t["topologyKey"] == "kubernetes.io/hostname" and selects(t["labelSelector"], pod_labels(kafka))
+                   for t in terms), f"{m.variant}: Kafka's brokers are not required on different nodes"
 
 
 def min_replicas(m: Manifests, owner: dict[str, Any]) -> int:
