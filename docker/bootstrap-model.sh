@@ -16,8 +16,8 @@ backend="${TENGEN_MODEL_BACKEND:-python}"
 for version_dir in "$data_dir/models/$model"/[0-9]*/; do
     case "$(basename "$version_dir")" in *[!0-9]*) continue ;; esac  # versions are all digits
     if [ -d "$version_dir" ]; then
-        echo "model $model already has a version in $data_dir/models: nothing to do"
-        exit 0
+        echo "model $model already has a version in $data_dir/models; its config follows the preset"
+        exec tengen models configure --model "$model"
     fi
 done
 

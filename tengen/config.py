@@ -143,8 +143,14 @@ class TritonConfig:
     # cores computing. See configs/cpu.yaml.
     instances: int = 1
     threads: int = 1
-    # How long Triton's dynamic batcher waits for more requests to merge into one batch.
+    # The dynamic batcher: the largest batch, the batch sizes it waits for (empty: any), how long it
+    # waits for more requests to merge into one batch. A GPU wants big batches (each self-play
+    # worker sends about games_in_parallel / 2 rows at a time); a CPU wants them soon.
+    max_batch_size: int = 256
+    preferred_batch_sizes: list[int] = field(default_factory=list)
     queue_delay_us: int = 200
+    # Warm-up request at load time: this batch on the preset's largest board.
+    warmup_batch: int = 1
 
 
 @dataclass
@@ -295,7 +301,11 @@ def validate(config: Config) -> None:
     check(7 <= strength.board_size <= 19, "strength.board_size must be within 7..19")
     check(strength.interval_s > 0, "strength.interval_s must be > 0")
     check(config.triton.instances >= 1 and config.triton.threads >= 1, "triton.instances and threads must be >= 1")
-    check(config.triton.queue_delay_us >= 0, "triton.queue_delay_us must be >= 0")
+    triton = config.triton
+    check(triton.queue_delay_us >= 0, "triton.queue_delay_us must be >= 0")
+    check(1 <= triton.warmup_batch <= triton.max_batch_size, "triton.warmup_batch must be within 1..max_batch_size")
+    check(all(1 <= b <= triton.max_batch_size for b in triton.preferred_batch_sizes),
+          "triton.preferred_batch_sizes must be within 1..max_batch_size")
     check(config.ratings.prior_draws >= 0 and config.ratings.max_batch >= 1,
           "ratings.prior_draws >= 0, max_batch >= 1")
     from tengen.ratings.config import placeholder_secret  # (it imports the entry point helpers, which import this)

@@ -84,7 +84,7 @@ def test_the_loop_survives_kills_without_losing_a_game(tmp_path: Path, gnugo: st
     data_dir = tmp_path / "run"
     out = tmp_path / "run.out"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TENGEN_")}
-    env.update(TENGEN_STRENGTH__GAMES="2", TENGEN_STRENGTH__GNUGO_LEVELS="[0]")
+    env.update(TENGEN_STRENGTH__GAMES="2", TENGEN_STRENGTH__GNUGO_LEVELS="0")
     with open(out, "wb") as sink:
         proc = subprocess.Popen([TENGEN, "run", "--preset", "tiny", "--data-dir", str(data_dir), "--plain",
                                  "--status-every", "5"], stdout=sink, stderr=subprocess.STDOUT, env=env)

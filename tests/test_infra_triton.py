@@ -1,6 +1,7 @@
 """Triton adapters against the real tritonserver from the nvidia-pytriton wheel (CPU)."""
 from __future__ import annotations
 
+import re
 import os
 import signal
 import subprocess
@@ -428,3 +429,36 @@ def test_shared_memory_falls_back_to_grpc_where_the_server_cannot_map_it(
         ours = {region.name for region in evaluator._regions}
         evaluator.evaluate(*_inputs(2))  # plain gRPC from now on
     assert ours and not ours & set(_own_regions())
+
+
+def test_a_presets_triton_settings_reach_the_config_and_an_existing_model(tmp_path: Path) -> None:
+    """The paper preset's batching (a GPU's) reaches config.pbtxt; a changed preset updates an
+    existing model's config (same backend only); `tengen models configure` does it from the shell."""
+    from tengen.config import load_config
+    from tengen.run.bootstrap import configure_model, model_config
+
+    paper = load_config("paper", env={})
+    text = model_config(paper, "net", "pytorch")
+    assert re.search(r"^max_batch_size: 1024$", text, re.MULTILINE)
+    assert "max_queue_delay_microseconds: 1000 preferred_batch_size: [ 256, 512, 1024 ]" in text
+    assert "kind: KIND_GPU count: 2" in text and "batch_size: 128" in text and "warmup_19x19" in text
+
+    repo = ModelRepository(tmp_path / "repo")
+    cpu = load_config("cpu", env={})
+    assert configure_model(repo, cpu, "net")  # created
+    assert not configure_model(repo, cpu, "net")  # unchanged
+    changed = load_config("cpu", env={"TENGEN_TRITON__INSTANCES": "3", "TENGEN_TRITON__QUEUE_DELAY_US": "50"})
+    assert configure_model(repo, changed, "net")
+    config = (repo.model_dir("net") / "config.pbtxt").read_text()
+    assert "count: 3" in config and "max_queue_delay_microseconds: 50 " in config and 'backend: "python"' in config
+    with pytest.raises(TritonError, match="python backend"):
+        repo.update_config("net", model_config(changed, "net", "pytorch"))
+    assert repo.backend("net") == "python"
+
+    env = {**os.environ, "TENGEN_TRITON__INSTANCES": "4"}
+    out = subprocess.run([sys.executable, "-m", "tengen.cli", "models", "configure", "--model", "net",
+                          "--model-repository", str(repo.root), "--preset", "cpu", "--triton", "127.0.0.1:1"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "updated to preset cpu's triton settings" in out.stdout and "next load" in out.stdout
+    assert "count: 4" in (repo.model_dir("net") / "config.pbtxt").read_text()

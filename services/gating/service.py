@@ -79,11 +79,11 @@ from tengen.infra.triton import (
     data_dir_repository,
     load_model,
     ready_versions,
-    render_config,
     wait_version_ready,
 )
 from tengen.nn.export import export_samples
 from tengen.ratings.records import GameReport, PlayerInfo, RatingsError, version_player
+from tengen.run.bootstrap import model_config
 from tengen.search.match import MatchGameResult, MatchRunner, MatchSettings
 
 log = logging.getLogger("services.gating")
@@ -298,8 +298,7 @@ class GatingService:
         """The candidate's version in `<model>-candidate`, loaded and ready."""
         repo, name = self.repository, self.candidate_model
         if not repo.has_model(name):
-            repo.create_model(name, render_config(name, repo.backend(self.model),
-                                                  warmup_board=max(self.config.game.board_sizes)))
+            repo.create_model(name, model_config(self.config, name, repo.backend(self.model)))
         version = promoted_version(repo, name, path)
         if version is None:
             for old in repo.versions(name)[:-1]:  # done with; the newest stays so numbers keep growing

@@ -161,7 +161,8 @@ def _list(args: argparse.Namespace) -> int:
 # -- promote --------------------------------------------------------------------------------------
 def _promote(args: argparse.Namespace) -> int:
     from tengen.infra.promotion import ExportError, load_checked, validate_export
-    from tengen.infra.triton import ModelRepository, TritonError, render_config
+    from tengen.infra.triton import ModelRepository, TritonError
+    from tengen.run.bootstrap import model_config
 
     export: Path = args.path
     try:
@@ -182,8 +183,8 @@ def _promote(args: argparse.Namespace) -> int:
                                "(leave out --kafka and unset TENGEN_KAFKA_BOOTSTRAP to promote without announcing)")
     repo = ModelRepository(repository_path(args))
     if not repo.has_model(args.model):
-        repo.create_model(args.model, render_config(args.model, args.backend))
-        print(f"created model {args.model} ({args.backend} backend) in {repo.root}")
+        repo.create_model(args.model, model_config(_preset(args), args.model, args.backend))
+        print(f"created model {args.model} ({args.backend} backend, preset {args.preset}'s triton settings) in {repo.root}")
     arch = metadata.get("architecture", {}).get("name", "?")
     print(f"promoting {export} ({arch}, {metadata.get('samples_seen', 0):,} samples seen) as the next version "
           f"of {args.model} in {repo.root} ...", flush=True)
@@ -211,6 +212,44 @@ def _promote(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- configure ------------------------------------------------------------------------------------
+def _preset(args: argparse.Namespace):
+    from tengen.config import ConfigError, load_config
+
+    try:
+        return load_config(args.preset)
+    except ConfigError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _configure(args: argparse.Namespace) -> int:
+    from tengen.infra.triton import ModelRepository, TritonError, load_model
+    from tengen.run.bootstrap import configure_model
+
+    repo = ModelRepository(repository_path(args))
+    if not repo.has_model(args.model):
+        raise CommandError(f"model {args.model} is not in {repo.root}; `tengen models promote` creates it")
+    try:
+        changed = configure_model(repo, _preset(args), args.model)
+    except TritonError as exc:
+        raise CommandError(str(exc)) from None
+    if not changed:
+        print(f"model {args.model}: config.pbtxt already has preset {args.preset}'s triton settings")
+        return 0
+    print(f"model {args.model}: config.pbtxt updated to preset {args.preset}'s triton settings")
+    url = args.triton or default_triton_url()
+    states, error = _triton_states(url)
+    if states is None or args.model not in states:
+        print(f"Triton at {url} does not serve it now ({error or 'not loaded'}): it takes the config at its next load")
+        return 0
+    try:  # Triton loads the versions with the new config beside the old ones, then swaps
+        load_model(url, args.model, timeout_s=args.timeout)
+    except TritonError as exc:
+        raise CommandError(f"config written, but Triton at {url} did not reload {args.model}: {exc}") from None
+    print(f"Triton at {url} reloaded {args.model} with it")
+    return 0
+
+
 # -- argparse -------------------------------------------------------------------------------------
 def _run(args: argparse.Namespace) -> int:
     try:
@@ -229,7 +268,7 @@ def _positive(text: str) -> float:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "models", help="model exports and the Triton model repository: init, list, promote (hot swap)",
+        "models", help="model exports and the Triton model repository: init, list, promote (hot swap), configure",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="models_command", metavar="ACTION", required=True)
@@ -264,6 +303,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      "($TENGEN_KAFKA_BOOTSTRAP; unset: no announcement)")
     pro.add_argument("--backend", choices=("python", "pytorch"), default="python",
                      help="backend of the model's config when the model is new (default python: CPU)")
+    pro.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "cpu"),
+                     help="preset whose triton section (batching, instances, warm-up) a new model's config "
+                     "takes ($TENGEN_PRESET, default cpu)")
     pro.add_argument("--timeout", type=_positive, default=300.0,
                      help="seconds to wait for the load and the announcement (default 300)")
     pro.set_defaults(func=_run, action=_promote)
+
+    con = actions.add_parser("configure", help="bring a model's config.pbtxt up to a preset's triton settings",
+                             description="Rewrite the model's config.pbtxt (atomically, same backend) from the "
+                             "preset's triton section: max batch, preferred batch sizes, queue delay, instances, "
+                             "threads, warm-up. When Triton serves the model it reloads it with the new config.")
+    con.add_argument("--model", default=default_model_name(),
+                     help="model name in Triton ($TENGEN_RUN__MODEL_NAME, default tengen)")
+    add_repository_arguments(con)
+    con.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "cpu"),
+                     help="preset to take the settings from ($TENGEN_PRESET, default cpu)")
+    con.add_argument("--triton", default=None, help="Triton gRPC address ($TENGEN_TRITON_URL, default 127.0.0.1:8001)")
+    con.add_argument("--timeout", type=_positive, default=300.0, help="seconds to wait for the reload (default 300)")
+    con.set_defaults(func=_run, action=_configure)

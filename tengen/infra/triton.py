@@ -35,7 +35,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Iterator
+from typing import IO, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -88,6 +88,7 @@ def render_config(
     *,
     max_batch_size: int = 256,
     queue_delay_us: int = 200,
+    preferred_batch_sizes: Sequence[int] = (),
     instances: int = 1,
     torch_threads: int = 1,
     warmup_board: int = 9,
@@ -104,13 +105,17 @@ def render_config(
         raise ValueError("max_batch_size and instances must be >= 1, torch_threads and queue_delay_us >= 0")
     if not MIN_BOARD <= warmup_board <= MAX_BOARD or not 1 <= warmup_batch <= max_batch_size:
         raise ValueError(f"warmup board {warmup_board} or batch {warmup_batch} out of range")
+    if not all(1 <= b <= max_batch_size for b in preferred_batch_sizes):
+        raise ValueError(f"preferred batch sizes {list(preferred_batch_sizes)} must be within 1..{max_batch_size}")
+    preferred = (f" preferred_batch_size: [ {', '.join(str(b) for b in sorted(set(preferred_batch_sizes)))} ]"
+                 if preferred_batch_sizes else "")
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
     if runtime not in RUNTIMES:
         raise ValueError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
     template = string.Template(CONFIG_TEMPLATES[backend].read_text())
     return template.substitute(
-        name=name, max_batch_size=max_batch_size, queue_delay_us=queue_delay_us, instances=instances,
+        name=name, max_batch_size=max_batch_size, queue_delay_us=queue_delay_us, preferred=preferred, instances=instances,
         torch_threads=torch_threads, warmup_board=warmup_board, warmup_batch=warmup_batch, precision=precision, runtime=runtime,
         num_spatial=NUM_SPATIAL, num_global=NUM_GLOBAL,
     )
@@ -173,6 +178,25 @@ class ModelRepository:
         _write_file_atomic(config, config_text.encode())
         fsync_dir(self.root)
         return model_dir
+
+    def update_config(self, name: str, config_text: str) -> bool:
+        """Replace an existing model's config (atomically) with one of the same backend; True when
+        it changed. Triton applies it at the model's next load. A backend change is refused: the
+        versions on disk are laid out for the backend they were written for."""
+        config = self.model_dir(name) / "config.pbtxt"
+        if f'name: "{name}"' not in config_text:
+            raise ValueError(f"config text does not name model {name!r}")
+        old = config.read_text() if config.is_file() else None
+        if old is None:
+            raise UnknownModelError(f"model {name!r} is not in the repository {self.root}")
+        if old == config_text:
+            return False
+        new_backend = re.search(r'^\s*backend:\s*"([^"]+)"', config_text, re.MULTILINE)
+        if new_backend is None or new_backend.group(1) != self.backend(name):
+            raise TritonError(f"model {name} in {self.root} is served by the {self.backend(name)} backend; a config "
+                              f"for {new_backend.group(1) if new_backend else 'no'} backend would not load its versions")
+        _write_file_atomic(config, config_text.encode())
+        return True
 
     def backend(self, name: str) -> str:
         config = self.model_dir(name) / "config.pbtxt"

@@ -17,6 +17,29 @@ from tengen.infra.triton import ModelRepository, render_config
 log = logging.getLogger(__name__)
 
 
+def model_config(config: Config, name: str, backend: str = "python") -> str:
+    """The model's config.pbtxt as the preset's triton section says (the one place a preset
+    reaches Triton's batching, instances and warm-up)."""
+    t = config.triton
+    # Warm up on the largest board the run plays, so the first real request finds a warm model.
+    return render_config(name, backend, max_batch_size=t.max_batch_size, queue_delay_us=t.queue_delay_us,
+                         preferred_batch_sizes=t.preferred_batch_sizes, instances=t.instances,
+                         torch_threads=t.threads, warmup_board=max(config.game.board_sizes),
+                         warmup_batch=t.warmup_batch)
+
+
+def configure_model(repository: ModelRepository, config: Config, name: str, backend: str | None = None) -> bool:
+    """Create the model with the preset's config, or bring an existing one's config up to date
+    (same backend); True when config.pbtxt was written."""
+    if not repository.has_model(name):
+        repository.create_model(name, model_config(config, name, backend or "python"))
+        return True
+    changed = repository.update_config(name, model_config(config, name, backend or repository.backend(name)))
+    if changed:
+        log.info("model %s: config.pbtxt updated to the preset's triton settings (applied at its next load)", name)
+    return changed
+
+
 def ensure_model(repository: ModelRepository, config: Config, seed: int = 0) -> tuple[int, bool]:
     """(the model's latest version, whether this call wrote it as version 1)."""
     import torch
@@ -25,12 +48,7 @@ def ensure_model(repository: ModelRepository, config: Config, seed: int = 0) -> 
     from tengen.nn.model import build_model
 
     name = config.run.model_name
-    if not repository.has_model(name):
-        # Warm up on the largest board the run plays, so the first real request finds a warm model.
-        repository.create_model(name, render_config(name, "python", warmup_board=max(config.game.board_sizes),
-                                                    instances=config.triton.instances,
-                                                    torch_threads=config.triton.threads,
-                                                    queue_delay_us=config.triton.queue_delay_us))
+    configure_model(repository, config, name)
     latest = repository.latest_version(name)
     if latest is not None:
         return latest, False
