@@ -337,3 +337,14 @@ def test_gpu_override_reserves_gpus_and_switches_backend_and_device(gpu_compose:
     assert services["trainer"]["image"] != services["ratings"]["image"], "the CUDA trainer image has its own tag"
     # Strength plays the model in-process on the CPU: no GPU, the CPU image.
     assert "deploy" not in services["strength"] and services["strength"]["image"] == services["ratings"]["image"]
+
+
+def test_services_are_hardened(compose: dict[str, Any], gpu_compose: dict[str, Any]) -> None:
+    """No new privileges anywhere, a memory limit on every service, and no capabilities for the
+    app image's services (they bind only unprivileged ports and write only their volumes)."""
+    for merged in (compose, gpu_compose):
+        for name, service in merged["services"].items():
+            assert "no-new-privileges:true" in service.get("security_opt", []), name
+            assert service.get("mem_limit"), f"{name} has no memory limit"
+            if service.get("image", "").startswith(("tengen/app", "${TENGEN")) or "services." in str(service.get("command")):
+                assert service.get("cap_drop") == ["ALL"], name

@@ -635,6 +635,19 @@ def test_every_container_has_requests_and_limits_and_gpus_where_the_overlay_says
                    for t in terms), f"{m.variant}: Kafka's brokers are not required on different nodes"
 
 
+def test_pods_are_hardened(manifests: Manifests) -> None:
+    """No pod gets a service-account token (none talks to the Kubernetes API); every long-running
+    container has a liveness probe, the TensorBoard sidecar included."""
+    m = manifests
+    for owner in m.pod_owners():
+        spec = pod_spec(owner)
+        assert spec.get("automountServiceAccountToken") is False, f"{m.variant}: {owner['metadata']['name']} mounts a token"
+        if owner["kind"] == "Job":
+            continue
+        for c in containers(owner):
+            assert "livenessProbe" in c, f"{m.variant}: {owner['metadata']['name']}/{c['name']} has no liveness probe"
+
+
 def min_replicas(m: Manifests, owner: dict[str, Any]) -> int:
     """The fewest pods a workload runs: its HPA's minimum when one scales it, else its replicas."""
     for hpa in m.of_kind("HorizontalPodAutoscaler"):
