@@ -163,3 +163,23 @@ def test_unreachable_service_is_a_clear_error(
     monkeypatch.setenv("TENGEN_RATINGS_URL", f"127.0.0.1:{port}")
     code, _, err = run(capsys, "top", "--data-dir", str(tmp_path))
     assert code == 1 and f"ratings service at 127.0.0.1:{port}" in err and "UNAVAILABLE" in err
+
+
+def test_a_reader_that_stops_early_is_not_an_error(tmp_path: Path) -> None:
+    """`tengen ratings top --json | head` once ended in a BrokenPipe traceback."""
+    import subprocess
+    import sys
+
+    data = tmp_path / "data"
+    results = tmp_path / "results.csv"
+    # 600 players: the JSON leaderboard is far larger than a pipe's buffer.
+    results.write_text("game_id,black,white,winner,date\n" + "".join(
+        f"g{i},player-{i},player-{(i + 1) % 600},B,2024-05-01\n" for i in range(600)))
+    assert main(["ratings", "import", str(results), "--data-dir", str(data)]) == 0
+    proc = subprocess.Popen([sys.executable, "-m", "tengen.cli", "ratings", "top", "--json", "--n", "0",
+                             "--data-dir", str(data)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.read(10)  # the reader takes a little and goes away
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
+    assert proc.returncode in (0, 141)  # 141 = 128 + SIGPIPE, what a shell reports for such a writer
