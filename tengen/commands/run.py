@@ -124,8 +124,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "cpu"),
-                        help="tiny (minutes, for tests), cpu (one CPU box, 9x9), cpu7 (one CPU box, 7x7), paper, or a YAML path "
-                        "($TENGEN_PRESET, default cpu)")
+                        help="tiny (minutes, for tests), cpu (one CPU box, 9x9), cpu7 (one CPU box, 7x7), paper, "
+                        "or a YAML path ($TENGEN_PRESET, default cpu)")
     parser.add_argument("--duration", type=parse_duration, default=None,
                         help="stop after this long, e.g. 30m, 2h, 1h30m (default: run until Ctrl-C)")
     parser.add_argument("--data-dir", type=Path, default=None,
