@@ -208,7 +208,7 @@ class LocalRun:
         children: list[Child] = [
             ServerChild("broker", broker, start_timeout_s=60.0, stop_grace_s=10.0,
                         after_start=lambda: self._prepare_broker(broker.bootstrap), pid=lambda: broker.pid),
-            ServerChild("triton", triton, start_timeout_s=300.0, stop_grace_s=20.0),
+            ServerChild("triton", triton, start_timeout_s=300.0, stop_grace_s=20.0, pid=lambda: triton.pid),
             service("ratings", "services.ratings", "--data-dir", str(self.data_dir), "--host", "127.0.0.1",
                     "--grpc-port", str(ratings_grpc), "--http-port", str(ratings_http), *anchor),
             # The trainer checkpoints on SIGTERM: give it time.
