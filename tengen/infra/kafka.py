@@ -693,19 +693,20 @@ def _read_to_end(consumer: KafkaConsumer, topic: str, deadline: float,
 LOG_RESET_CHECK_S = 5.0  # how often a follower checks that its topic's log was not reset
 
 
-def _rewind_reset_logs(consumer: KafkaConsumer) -> None:
-    """Seek back to the start of every assigned partition whose log now ends before the consumer's
-    position: the broker restarted with an empty log (the one-box broker keeps logs in memory), and
-    a consumer past the end of a Tansu log gets neither records nor an out-of-range reset."""
+def _log_was_reset(consumer: KafkaConsumer) -> bool:
+    """Whether an assigned partition's log now ends before the consumer's position: the broker
+    restarted with an empty log (the one-box broker keeps logs in memory), and a consumer past the
+    end of a Tansu log gets neither records nor an out-of-range reset. The caller then reads the
+    topic again with a fresh consumer (a seek on the old one was seen to fetch nothing)."""
     partitions = list(consumer.assignment())
     if not partitions:
-        return
+        return False
     end = consumer.end_offsets(partitions)
     reset = [tp for tp in partitions if end.get(tp) is not None and consumer.position(tp) > end[tp]]
     if reset:
         log.warning("kafka: %s restarted empty (log end before our position); reading it again from the start",
                     ", ".join(f"{tp.topic}[{tp.partition}]" for tp in reset))
-        consumer.seek_to_beginning(*reset)
+    return bool(reset)
 
 
 def latest_models(bootstrap: str, timeout_s: float = 30.0) -> dict[str, ModelAnnouncement]:
@@ -803,9 +804,10 @@ class ModelWatcher:
                             self._apply(rec)
                     if self._reread.is_set():
                         self._reread.clear()
-                        consumer.seek_to_beginning(*consumer.assignment())
+                        break  # a fresh consumer reads the topic from its start
                     if time.monotonic() - checked >= LOG_RESET_CHECK_S:
-                        _rewind_reset_logs(consumer)
+                        if _log_was_reset(consumer):
+                            break
                         checked = time.monotonic()
             except Exception as exc:  # keep following across broker restarts
                 delay = self._backoff.next()
