@@ -19,6 +19,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from tengen.data.window import Window, WindowError
 from tengen.infra.kafka import GAMES_TOPIC
+from tengen.infra.process import stop_marked
 from tengen.run.status import scrape
 
 TENGEN = str(Path(sys.executable).with_name("tengen"))
@@ -129,6 +130,7 @@ def test_the_loop_survives_kills_without_losing_a_game(tmp_path: Path, gnugo: st
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        stop_marked(str(data_dir.resolve()))  # a failed test must not leave a loop running
     # Every game in the window once (the id log has one line per game), and the resends counted.
     ids_log = (data_dir / "trainer" / "window" / "game_ids.jsonl").read_text().splitlines()
     assert len(ids_log) == len({json.loads(line)[0] for line in ids_log})

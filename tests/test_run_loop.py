@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tengen.gtp.strength import read_results
+from tengen.infra.process import stop_marked
 
 TENGEN = str(Path(sys.executable).with_name("tengen"))
 PROMOTION_DEADLINE_S = 420  # from nothing to a promotion; about 2-4 minutes on the 2-core box
@@ -122,6 +123,7 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path, gnugo: 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+            stop_marked(str(data_dir.resolve()))  # a failed test must not leave a loop running
     text = out.read_text(errors="replace")
     assert code == 0, text[-6000:]
 
