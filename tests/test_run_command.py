@@ -338,8 +338,9 @@ def _running(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("preset, instances", [("tiny", 1), ("cpu", 2)])
-def test_the_bootstrapped_model_has_the_presets_triton_instances(tmp_path: Path, preset: str, instances: int) -> None:
+@pytest.mark.parametrize("preset, instances, threads", [("tiny", 1, 1), ("cpu", 1, 2)])
+def test_the_bootstrapped_model_has_the_presets_triton_instances(tmp_path: Path, preset: str, instances: int,
+                                                                 threads: int) -> None:
     from tengen.infra.triton import ModelRepository
     from tengen.run.bootstrap import ensure_model
 
@@ -348,5 +349,6 @@ def test_the_bootstrapped_model_has_the_presets_triton_instances(tmp_path: Path,
     assert ensure_model(repository, config) == (1, True)
     text = (repository.model_dir(config.run.model_name) / "config.pbtxt").read_text()
     assert f"KIND_CPU count: {instances} " in text
+    assert f'key: "torch_threads" value: {{ string_value: "{threads}" }}' in text
     assert 'key: "precision" value: { string_value: "auto" }' in text
     assert 'key: "runtime" value: { string_value: "auto" }' in text
