@@ -39,6 +39,10 @@ def _openvino_model(module, threads, bf16):
     import openvino as ov
 
     example = (torch.zeros(1, NUM_SPATIAL, 9, 9), torch.zeros(1, NUM_GLOBAL))
+    # convert_model's telemetry (on unless a consent file says no) forks a process from this threaded
+    # stub, which deadlocked; it stays off in CI, which CI=true declares (tengen.nn.evaluator does
+    # the same).
+    os.environ["CI"] = "true"
     model = ov.convert_model(torch.jit.freeze(module), example_input=example,
                              input=[ov.PartialShape([-1, NUM_SPATIAL, -1, -1]), ov.PartialShape([-1, NUM_GLOBAL])])
     compiled = ov.Core().compile_model(model, "CPU", {

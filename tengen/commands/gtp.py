@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import logging
-import os
 import sys
 from typing import Any
 
@@ -114,15 +113,7 @@ def _run(args: argparse.Namespace) -> int:
     log.info("tengen gtp ready: %s", version)
     # Bytes that are not UTF-8 become U+FFFD: a garbled line is an unknown command, not a crash.
     sys.stdin.reconfigure(errors="replace")  # type: ignore[union-attr]
-    code = engine.run(sys.stdin)
-    close = getattr(analyzer.evaluator, "close", None)
-    if close is not None:  # a Triton evaluator unregisters its shared memory
-        close()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Leave without interpreter teardown: with OpenVINO loaded the process was seen hanging on a
-    # futex at exit after `quit` (its callers then had to kill it), as the benchmarks were.
-    os._exit(code)
+    return engine.run(sys.stdin)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -8,10 +8,11 @@ contract over gRPC.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import threading
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Iterator, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -109,6 +110,22 @@ class TorchEvaluator:
         return {name: out.float().numpy() for name, out in zip(OUTPUT_NAMES, outputs)}
 
 
+
+@contextlib.contextmanager
+def no_openvino_telemetry() -> Iterator[None]:
+    """convert_model's telemetry is on unless a consent file says no, and it forks a process to send
+    it; a fork of a threaded process deadlocked, held the parent's stdout open and hung `tengen gtp`
+    at exit (and GNU Go matches with it). The telemetry stays off in CI, which `CI=true` declares."""
+    before = os.environ.get("CI")
+    os.environ["CI"] = "true"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("CI", None)
+        else:
+            os.environ["CI"] = before
+
 class OpenVINOEvaluator:
     """Runs a net in this process with OpenVINO on the CPU, for any batch and board size.
 
@@ -132,9 +149,11 @@ class OpenVINOEvaluator:
         else:
             scripted, self.metadata = load_export(source)
         # Freezing folds the scripted module's eval-mode branches, which OpenVINO cannot convert.
-        model = ov.convert_model(
-            torch.jit.freeze(scripted.eval()), example_input=(torch.zeros(1, NUM_SPATIAL, 9, 9), torch.zeros(1, NUM_GLOBAL)),
-            input=[ov.PartialShape([-1, NUM_SPATIAL, -1, -1]), ov.PartialShape([-1, NUM_GLOBAL])])
+        with no_openvino_telemetry():
+            model = ov.convert_model(
+                torch.jit.freeze(scripted.eval()),
+                example_input=(torch.zeros(1, NUM_SPATIAL, 9, 9), torch.zeros(1, NUM_GLOBAL)),
+                input=[ov.PartialShape([-1, NUM_SPATIAL, -1, -1]), ov.PartialShape([-1, NUM_GLOBAL])])
         properties: dict[str, Any] = {"INFERENCE_PRECISION_HINT": "bf16" if self.bf16 else "f32",
                                       "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
         if num_threads is not None:
