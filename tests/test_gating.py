@@ -179,6 +179,44 @@ def test_a_candidate_with_a_newer_one_queued_is_superseded_unplayed(tmp_path: Pa
     assert service.decisions.find("candidate-000000004000") is None
 
 
+def test_a_candidate_whose_announcement_was_lost_is_gated_from_its_file(tmp_path: Path) -> None:
+    """A broker that loses its log loses the announcements queued on it; the candidate files stay.
+    Gating picks up the newest file that no announcement or decision covers, once it is older than
+    the grace the trainer needs between writing and announcing."""
+    from services.gating import service as gating
+    from tengen.data.candidates import candidate_path
+
+    env = {"TENGEN_DATA_DIR": str(tmp_path / "data")}
+    service = GatingService(load_config("tiny", env=env))
+    assert service._orphaned_candidate() is None  # no candidates dir yet
+    old = time.time() - gating.ORPHAN_GRACE_S - 5
+    for samples in (1000, 2000):
+        path = _random_export(candidate_path(service.data_dir, f"candidate-{samples:012d}"), seed=samples,
+                              samples=samples)
+        os.utime(path, (old, old))
+    orphan = service._orphaned_candidate()
+    assert orphan is not None and orphan.name == "candidate-000000002000" and orphan.samples == 2000
+    assert orphan.path == str(candidate_path(service.data_dir, orphan.name)) and orphan.arch == service.config.trainer.arch
+    assert CandidateAnnouncement.from_bytes(orphan.to_bytes()) == orphan
+
+    fresh = _random_export(candidate_path(service.data_dir, "candidate-000000003000"), seed=3, samples=3000)
+    assert service._orphaned_candidate() is None  # the newest is still within its announcement's grace
+    os.utime(fresh, (old, old))
+    sidecar_path(fresh).write_text("{torn")
+    assert service._orphaned_candidate() is None  # not whole: left to its own announcement
+    fresh.unlink()
+    sidecar_path(fresh).unlink()
+
+    service._seen("candidate-000000002000")  # its announcement arrived after all
+    assert service._orphaned_candidate() is None
+    restarted = GatingService(load_config("tiny", env=env))
+    assert restarted._orphaned_candidate() is not None
+    restarted.decisions.record({"candidate": "candidate-000000002000", "candidate_path": "", "opponent_version": 1,
+                                "wins": 0, "losses": 0, "draws": 0, "games": 0, "promoted": False,
+                                "promoted_version": None, "reason": "test", "time": 0.0})
+    assert GatingService(load_config("tiny", env=env))._orphaned_candidate() is None  # decided: never again
+
+
 def test_resignation_needs_five_agreeing_turns() -> None:
     assert resigning_color([0.5, 0.04, 0.03, 0.02, 0.01], 5, 0.05) is None
     assert resigning_color([0.04, 0.03, 0.02, 0.01, 0.049], 5, 0.05) == BLACK

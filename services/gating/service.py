@@ -28,6 +28,10 @@ to CANDIDATE_SCAN records at a time, decided in order). For each candidate:
    version N of model M is `M-vN` (kind model, with its training samples); a promoted candidate
    is reported as the version it became, a rejected one as `M-<candidate>` (kind engine).
 
+Lost announcements: the candidate files are durable, their announcements are not (a broker that
+loses its log loses them). When no announcement has come for ORPHAN_GRACE_S, the newest candidate
+file newer than every decided candidate and every announcement seen is gated as if announced.
+
 Crash safety: a crash mid-match resumes it from the match file when its opponent is still the
 current model (else the match starts again). A crash after the promotion's write but before the
 decision line is finished on restart without a second version: the repository is searched for a
@@ -39,6 +43,7 @@ ones are on disk), nothing is committed that is not decided.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import time
@@ -51,7 +56,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from services.gating.decision import Score, Verdict, decide
 from services.gating.ledger import DecisionLog, MatchFile, check_candidate_name
 from tengen.config import Config
-from tengen.data.candidates import CandidateAnnouncement
+from tengen.data.candidates import CANDIDATES_DIR, CandidateAnnouncement, candidate_path
 from tengen.gtp.match import Reporter, ratings_reporter
 from tengen.infra.health import HealthServer
 from tengen.infra.kafka import (
@@ -81,7 +86,7 @@ from tengen.infra.triton import (
     ready_versions,
     wait_version_ready,
 )
-from tengen.nn.export import export_samples
+from tengen.nn.export import export_samples, sidecar_path
 from tengen.ratings.records import GameReport, PlayerInfo, RatingsError, version_player
 from tengen.run.bootstrap import model_config
 from tengen.search.match import MatchGameResult, MatchRunner, MatchSettings
@@ -97,6 +102,7 @@ READY_WAIT_S = 30.0  # waiting for the opponent to be READY before a retry (whic
 EVAL_RETRY_S = 120.0  # a Triton outage longer than this ends the match attempt (retried later)
 REPORT_CHUNK = 500  # games per ratings report
 CANDIDATE_SCAN = 64  # announcements read at once, to see whether newer candidates wait (skip_superseded)
+ORPHAN_GRACE_S = 120.0  # a candidate file this old with no announcement seen: its announcement was lost
 
 
 def candidate_player(model: str, candidate: str) -> str:
@@ -148,6 +154,7 @@ class GatingService:
         self._report_backoff = Backoff(1.0, 60.0)
         self._report_next = 0.0
         self._unreported: list[str] = []  # decided matches whose games are not in ratings yet
+        self._newest_seen = ""  # the newest candidate name announced or decided (names sort by samples)
 
     def _set_state(self, state: str) -> None:
         if state != self.state:
@@ -176,6 +183,16 @@ class GatingService:
             while not stop.is_set():
                 self._report_pending()
                 records = consumer.poll(timeout_s=1.0, max_records=CANDIDATE_SCAN)
+                if not records:
+                    orphan = self._orphaned_candidate()
+                    if orphan is not None:
+                        log.warning("gating: %s was written %.0f s ago and never announced (the broker lost "
+                                    "it?); gating it from its file", orphan.name, time.time() - orphan.created)
+                        self._seen(orphan.name)
+                        if self._handle(orphan.to_bytes(), stop):
+                            self._set_state("waiting for candidates")
+                            self._report_pending(force=True)
+                    continue
                 for i, record in enumerate(records):
                     newest = records[-1].value if i < len(records) - 1 else None
                     if newest is None or not self._supersede(record.value, newest):
@@ -197,6 +214,36 @@ class GatingService:
                 http.close()
             log.info("gating: stopped")
 
+    def _seen(self, name: str) -> None:
+        self._newest_seen = max(self._newest_seen, name)
+
+    def _orphaned_candidate(self) -> CandidateAnnouncement | None:
+        """The newest candidate file that no announcement or decision covers, once older than
+        ORPHAN_GRACE_S (the trainer writes the file before announcing it); else None."""
+        if not self._newest_seen:
+            last = self.decisions.last()
+            if last is not None:
+                self._seen(str(last.get("candidate", "")))
+        directory = self.data_dir / CANDIDATES_DIR
+        try:
+            names = sorted(p.stem for p in directory.glob("candidate-*.pt"))
+        except OSError:
+            return None
+        if not names or names[-1] <= self._newest_seen:
+            return None
+        name = names[-1]
+        path = candidate_path(self.data_dir, name)
+        try:
+            created = path.stat().st_mtime
+            meta = json.loads(sidecar_path(path).read_text())
+            samples = int(meta["samples_seen"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # not whole yet, or not ours: its own announcement (or a later file) decides
+        if time.time() - created < ORPHAN_GRACE_S:
+            return None
+        return CandidateAnnouncement(name=name, path=str(path), samples=samples,
+                                     arch=self.config.trainer.arch, created=created)
+
     def _handle(self, value: bytes | None, stop: threading.Event) -> bool:
         """Gate one announcement; True once it is decided (or unreadable), False when stopped."""
         try:
@@ -205,6 +252,7 @@ class GatingService:
         except ValueError as err:
             log.error("gating: skipping a bad record on %s: %s", self.topic, err)
             return True
+        self._seen(announcement.name)
         backoff = Backoff(2.0, 60.0)
         while not stop.is_set():
             try:
@@ -230,6 +278,7 @@ class GatingService:
             check_candidate_name(ann.name)
         except ValueError:
             return False  # _handle logs and skips it
+        self._seen(newer.name)
         if self.decisions.find(ann.name) is not None or MatchFile(self.data_dir, ann.name).header is not None:
             return False  # decided before, or under way: _handle knows what to do
         self._record(ann, None, Score(), 0, None, f"superseded by {newer.name} (gating was behind the trainer)")
