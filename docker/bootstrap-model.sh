@@ -6,7 +6,7 @@
 #
 # Environment: TENGEN_PRESET, TENGEN_DATA_DIR (repository = $TENGEN_DATA_DIR/models),
 # TENGEN_TRITON_URL, TENGEN_KAFKA_BOOTSTRAP (unset: no announcement), TENGEN_RUN__MODEL_NAME
-# (default tengen), TENGEN_MODEL_BACKEND (python = CPU, pytorch = GPU; default python).
+# (default tengen), TENGEN_MODEL_BACKEND (python = CPU; onnxruntime or pytorch = GPU; default python).
 set -eu
 
 data_dir="${TENGEN_DATA_DIR:-/data}"

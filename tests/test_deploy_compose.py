@@ -72,13 +72,19 @@ def load(path: Path, env: dict[str, str]) -> dict[str, Any]:
     return yaml.safe_load(interpolate(path.read_text(), env))
 
 
-def merge(base: Any, override: Any) -> Any:
-    """Compose's merge of an override file: mappings merge key by key, other values replace."""
+def merge(base: Any, override: Any, key: str = "") -> Any:
+    """Compose's merge of an override file: mappings merge key by key, a service's volume mounts by
+    their target path, other values replace."""
     if isinstance(base, dict) and isinstance(override, dict):
         merged = dict(base)
-        for key, value in override.items():
-            merged[key] = merge(base[key], value) if key in base else value
+        for k, value in override.items():
+            merged[k] = merge(base[k], value, k) if k in base else value
         return merged
+    if key == "volumes" and isinstance(base, list) and isinstance(override, list):
+        def target(mount: str) -> str:
+            return mount.split(":")[1]
+        replaced = {target(m) for m in override}
+        return [m for m in base if target(m) not in replaced] + copy.deepcopy(override)
     return copy.deepcopy(override)
 
 
@@ -331,12 +337,30 @@ def test_gpu_override_reserves_gpus_and_switches_backend_and_device(gpu_compose:
         gpus[name] = devices[0]["device_ids"]
     assert gpus["triton"] != gpus["trainer"], "Triton and the trainer on one GPU by default"
     backend = services["model-init"]["environment"]["TENGEN_MODEL_BACKEND"]
-    assert backend in CONFIG_TEMPLATES and "KIND_GPU" in CONFIG_TEMPLATES[backend].read_text()
+    assert backend == "onnxruntime", "the GPU fast path: an ONNX copy served with TensorRT"
+    assert "KIND_GPU" in CONFIG_TEMPLATES[backend].read_text()
+    # TensorRT writes its engines where the config says: a volume of Triton's, beside the models.
+    cache = re.search(r'"trt_engine_cache_path" value: "([^"$]+)/', CONFIG_TEMPLATES[backend].read_text()).group(1)
+    mounts = {m.split(":")[1]: m for m in services["triton"]["volumes"]}
+    assert cache in mounts and not mounts[cache].endswith(":ro") and "/models" in mounts
     assert services["trainer"]["environment"]["TENGEN_TRAINER_DEVICE"] == "cuda"
     assert services["trainer"]["build"]["args"]["TORCH_VARIANT"].startswith("cu")
     assert services["trainer"]["image"] != services["ratings"]["image"], "the CUDA trainer image has its own tag"
     # Strength plays the model in-process on the CPU: no GPU, the CPU image.
     assert "deploy" not in services["strength"] and services["strength"]["image"] == services["ratings"]["image"]
+
+
+def test_one_registry_setting_prefixes_every_image_we_build(env: dict[str, str]) -> None:
+    registry = "registry.example.com/team/"
+    prefixed = merge(load(COMPOSE, {**env, "TENGEN_REGISTRY": registry}),
+                     load(GPU_OVERRIDE, {**env, "TENGEN_REGISTRY": registry}))
+    plain = merge(load(COMPOSE, env), load(GPU_OVERRIDE, env))
+    built = {name for name, service in plain["services"].items() if "build" in service}
+    assert {"triton", "trainer", "ratings"} <= built
+    for name in built:
+        assert prefixed["services"][name]["image"] == registry + plain["services"][name]["image"], name
+    for name in set(plain["services"]) - built:  # public images (Kafka, Postgres) stay where they are
+        assert prefixed["services"][name].get("image") == plain["services"][name].get("image"), name
 
 
 def test_services_are_hardened(compose: dict[str, Any], gpu_compose: dict[str, Any]) -> None:

@@ -216,7 +216,8 @@ def test_app_image_installs_gnugo_for_the_strength_service() -> None:
 
 def test_triton_image_gives_the_python_backend_numpy_1_and_torch() -> None:
     args = dockerfile_args(DOCKERFILES[1])
-    assert re.fullmatch(r"nvcr\.io/nvidia/tritonserver:24\.\d\d-py3", args["TRITON_IMAGE"])
+    # 26.10: CUDA 13 like the trainer's cu130 torch, and an ONNX Runtime backend for the GPU fast path
+    assert args["TRITON_IMAGE"] == "nvcr.io/nvidia/tritonserver:26.10-py3"
     assert args["NUMPY_VERSION"].startswith("1."), "the Python backend stub returns empty outputs with numpy 2"
     # The Python backend loads the export with the torch that wrote it, and compiles it with the
     # project's OpenVINO.

@@ -611,7 +611,12 @@ def test_every_container_has_requests_and_limits_and_gpus_where_the_overlay_says
     gpu = m.variant.startswith("gpu")
     assert gpu_users == ({"triton", "trainer"} if gpu else set())
     backend = workload(m, "model-init").env["TENGEN_MODEL_BACKEND"]
-    assert backend in CONFIG_TEMPLATES and ("KIND_GPU" in CONFIG_TEMPLATES[backend].read_text()) == gpu
+    assert backend == ("onnxruntime" if gpu else "python")
+    assert ("KIND_GPU" in CONFIG_TEMPLATES[backend].read_text()) == gpu
+    if gpu:  # TensorRT writes its engines where the config says: a writable volume of Triton's
+        cache = re.search(r'"trt_engine_cache_path" value: "([^"$]+)/', CONFIG_TEMPLATES[backend].read_text()).group(1)
+        (triton,) = [c for c in containers(m.get("Deployment", "triton")) if c["name"] == "triton"]
+        assert any(v["mountPath"] == cache and not v.get("readOnly") for v in triton["volumeMounts"])
     trainer = workload(m, "trainer")
     assert trainer.env["TENGEN_TRAINER_DEVICE"] == ("cuda" if gpu else "cpu")
     assert trainer.image.endswith("-cuda") == gpu

@@ -367,6 +367,48 @@ def test_gpu_config_binds_to_the_export(tmp_path: Path) -> None:
     assert tr.EXPORT_FILENAME == "model.pt"  # the libtorch backend's default file name
 
 
+def test_onnx_config_serves_an_onnx_copy_that_answers_like_the_export(tmp_path: Path) -> None:
+    """The GPU fast path: every version of an onnxruntime model holds model.onnx beside model.pt;
+    ONNX Runtime (here on the CPU; TensorRT on a GPU) must bind the config's names and answer like
+    the export on every board size, and TensorRT's profile must span every batch and board."""
+    import re
+
+    import onnxruntime
+
+    from tengen.commands.models import BACKEND_CHOICES
+    from tengen.nn.export import OUTPUT_NAMES, export_model, load_export
+    from tengen.nn.model import build_model
+
+    assert BACKEND_CHOICES == tr.BACKENDS
+    config = render_config("net", backend="onnxruntime", max_batch_size=128, warmup_board=9, warmup_batch=32)
+    blocks = dict(re.findall(r"^(input|output) \[(.*?)^\]", config, re.MULTILINE | re.DOTALL))
+    inputs, outputs = (re.findall(r'name: "(\w+)"', blocks[kind]) for kind in ("input", "output"))
+    profile = dict(re.findall(r'key: "trt_profile_(\w+)_shapes" value: "([^"]+)"', config))
+    assert profile == {"min": "spatial:1x18x7x7,globals:1x10", "opt": "spatial:32x18x9x9,globals:32x10",
+                       "max": "spatial:128x18x19x19,globals:128x10"}
+    assert 'backend: "onnxruntime"' in config and "KIND_GPU" in config and '"FP16"' in config
+
+    repo = ModelRepository(tmp_path / "repo")
+    repo.create_model("net", config)
+    torch.manual_seed(3)
+    export = tmp_path / "model.pt"
+    export_model(build_model("b2c32"), export, samples_seen=0)
+    version = repo.write_version("net", export)
+    files = sorted(p.name for p in (repo.model_dir("net") / str(version)).iterdir())
+    assert files == ["model.onnx", "model.pt", "model.pt.json"]
+    session = onnxruntime.InferenceSession(str(repo.model_dir("net") / str(version) / tr.ONNX_FILENAME),
+                                           providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()] == inputs == ["spatial", "globals"]
+    assert [o.name for o in session.get_outputs()] == outputs == list(OUTPUT_NAMES)
+    module, _ = load_export(export)
+    for size, batch in ((7, 1), (9, 5), (19, 3)):
+        spatial, globals_ = _inputs(batch, size=size, seed=size)
+        got = session.run(None, {"spatial": spatial, "globals": globals_})
+        want = module(torch.from_numpy(spatial), torch.from_numpy(globals_))
+        for name, g, w in zip(OUTPUT_NAMES, got, want):
+            np.testing.assert_allclose(g, w.detach().numpy(), rtol=1e-4, atol=1e-4, err_msg=f"{name} at {size}x{size}")
+
+
 def _own_regions() -> list[str]:
     return [p.name for p in Path("/dev/shm").glob(f"tengen-{os.getpid()}-*")]
 

@@ -22,6 +22,9 @@ from typing import Any
 
 from tengen.config import RunConfig, TritonConfig
 
+# tengen.infra.triton.BACKENDS, spelled out so `--help` need not import torch (a test keeps them equal)
+BACKEND_CHOICES = ("python", "pytorch", "onnxruntime")
+
 # A person is waiting: a Triton that does not answer within this is reported as not reachable.
 REACHABLE_TIMEOUT_S = 3.0
 
@@ -301,8 +304,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pro.add_argument("--triton", default=None, help="Triton gRPC address ($TENGEN_TRITON_URL, default 127.0.0.1:8001)")
     pro.add_argument("--kafka", default=None, help="Kafka bootstrap servers for the announcement "
                      "($TENGEN_KAFKA_BOOTSTRAP; unset: no announcement)")
-    pro.add_argument("--backend", choices=("python", "pytorch"), default="python",
-                     help="backend of the model's config when the model is new (default python: CPU)")
+    pro.add_argument("--backend", choices=BACKEND_CHOICES, default="python",
+                     help="backend of the model's config when the model is new: python (CPU, the default), "
+                     "onnxruntime (GPU: model.onnx with TensorRT fp16, the fast path) or pytorch (GPU: libtorch)")
     pro.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "cpu"),
                      help="preset whose triton section (batching, instances, warm-up) a new model's config "
                      "takes ($TENGEN_PRESET, default cpu)")

@@ -3,8 +3,9 @@ the gRPC evaluator.
 
 Model repository layout (`<repo>/<model>/config.pbtxt`, `<repo>/<model>/<N>/model.pt`): every
 version directory holds the TorchScript export as `model.pt` (and its JSON sidecar); for the
-Python backend (CPU) it also holds `model.py` from `services/inference/`. The GPU config serves the
-same `model.pt` with the PyTorch backend. Versions are written atomically: a temporary directory
+Python backend (CPU) it also holds `model.py` from `services/inference/`. The GPU configs serve the
+same export: the ONNX Runtime backend (TensorRT fp16, the fast path) from `model.onnx`, converted
+from `model.pt` when the version is written, or the PyTorch (libtorch) backend from `model.pt`. Versions are written atomically: a temporary directory
 under `<repo>/.staging/` is filled and fsynced, then renamed into place, so Triton never sees a
 half-written version. The config uses `version_policy: latest {num_versions: 2}`: after
 `load_model`, the previous version keeps serving while the new one loads and warms up.
@@ -45,7 +46,7 @@ from tengen.infra.files import fsync_dir
 from tengen.infra.process import kill_process, stop_process
 from tengen.infra.shm import ShmRegion
 from tengen.nn.evaluator import PRECISIONS, RUNTIMES, check_batch
-from tengen.nn.export import OUTPUT_NAMES
+from tengen.nn.export import OUTPUT_NAMES, export_onnx
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,11 @@ PYTHON_BACKEND_MODEL = INFERENCE_DIR / "model.py"
 CONFIG_TEMPLATES = {
     "python": INFERENCE_DIR / "config.python.pbtxt",
     "pytorch": INFERENCE_DIR / "config.pytorch.pbtxt",
+    "onnxruntime": INFERENCE_DIR / "config.onnxruntime.pbtxt",
 }
+BACKENDS = tuple(CONFIG_TEMPLATES)
 EXPORT_FILENAME = "model.pt"
+ONNX_FILENAME = "model.onnx"  # the ONNX Runtime backend's default model file name
 STAGING_DIR = ".staging"
 MODELS_SUBDIR = "models"  # a data dir's model repository: `<data-dir>/models`
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
@@ -117,7 +121,7 @@ def render_config(
     return template.substitute(
         name=name, max_batch_size=max_batch_size, queue_delay_us=queue_delay_us, preferred=preferred, instances=instances,
         torch_threads=torch_threads, warmup_board=warmup_board, warmup_batch=warmup_batch, precision=precision, runtime=runtime,
-        num_spatial=NUM_SPATIAL, num_global=NUM_GLOBAL,
+        num_spatial=NUM_SPATIAL, num_global=NUM_GLOBAL, min_board=MIN_BOARD, max_board=MAX_BOARD,
     )
 
 
@@ -256,6 +260,8 @@ class ModelRepository:
                     _copy_file(sidecar, tmp / f"{EXPORT_FILENAME}.json")
                 if backend == "python":
                     _copy_file(PYTHON_BACKEND_MODEL, tmp / "model.py")
+                elif backend == "onnxruntime":
+                    export_onnx(tmp / EXPORT_FILENAME, tmp / ONNX_FILENAME)
                 os.chmod(tmp, 0o755)
                 fsync_dir(tmp)
                 version = (self.latest_version(name) or 0) + 1

@@ -8,6 +8,9 @@ The exported module's signature is fixed (the inference server is written agains
         ownership float32 [B, H, W] tanh ownership, mover's perspective)
 The module is scripted, not traced, so one file serves every board size from 7x7 to 19x19.
 The sidecar `<file>.json` names the architecture, inputs, outputs and training samples seen.
+
+`export_onnx` converts an export to ONNX (same inputs, outputs and dynamic batch and board axes) for
+Triton's ONNX Runtime backend on GPUs, where TensorRT builds fp16 engines from it.
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ OUTPUTS = (
     {"name": "ownership", "dtype": "float32", "shape": ["B", "H", "W"]},
 )
 OUTPUT_NAMES = tuple(o["name"] for o in OUTPUTS)
+ONNX_OPSET = 18  # read by every ONNX Runtime since 1.14, so by any recent Triton's backend
 
 
 @contextlib.contextmanager
@@ -133,3 +137,28 @@ def load_export(
         module = torch.jit.load(str(target), map_location=device)
     module.eval()
     return module, metadata
+
+
+def export_onnx(export_path: str | os.PathLike[str], onnx_path: str | os.PathLike[str]) -> None:
+    """Convert the TorchScript export at `export_path` to ONNX at `onnx_path` (written to a temporary
+    name, fsynced, then renamed). Batch, board height and width stay dynamic."""
+    module, _ = load_export(export_path)
+    target = Path(onnx_path)
+    tmp = target.with_name(f".{target.name}.tmp")
+    example = (torch.zeros(1, NUM_SPATIAL, MIN_BOARD, MIN_BOARD), torch.zeros(1, NUM_GLOBAL))
+    axes = {"spatial": {0: "B", 2: "H", 3: "W"}, "globals": {0: "B"}, "policy": {0: "B", 1: "moves"},
+            "value": {0: "B"}, "score": {0: "B"}, "ownership": {0: "B", 1: "H", 2: "W"}}
+    try:
+        with warnings.catch_warnings():
+            # The TorchScript-based exporter is the one that takes a scripted module as it is.
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            warnings.filterwarnings("ignore", category=UserWarning)
+            torch.onnx.export(module, example, str(tmp), input_names=[i["name"] for i in INPUTS],
+                              output_names=list(OUTPUT_NAMES), dynamic_axes=axes, opset_version=ONNX_OPSET,
+                              dynamo=False)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
