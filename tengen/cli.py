@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "tengen.commands.match",
     "tengen.commands.eval",
     "tengen.commands.run",
+    "tengen.commands.chaos",
 ]
 
 

@@ -49,7 +49,8 @@ def test_outbox_resends_what_a_broker_restart_lost(tmp_path) -> None:
             resent.append(key)
             producer.send(TOPIC, key, value)
 
-        outbox = Outbox(broker.bootstrap, TOPIC, GROUP, resend, max_bytes=10_000)
+        spool = tmp_path / "spool"
+        outbox = Outbox(broker.bootstrap, TOPIC, GROUP, resend, max_bytes=10_000, spool_dir=spool)
         for i in range(10):
             assert outbox.add(f"g{i}", b"x" * 100)
             producer.send(TOPIC, f"g{i}", b"x" * 100)
@@ -57,6 +58,7 @@ def test_outbox_resends_what_a_broker_restart_lost(tmp_path) -> None:
         assert _consume(broker.bootstrap, 6) == [f"g{i}" for i in range(6)]
         outbox.check()
         assert len(outbox) == 4 and outbox.kept_bytes == 400 and not resent  # g6..g9 not committed
+        assert sorted(p.name for p in spool.iterdir()) == ["g6", "g7", "g8", "g9"]  # the committed ones are gone
 
         # The broker dies and comes back empty; the next check sees its log end went back.
         broker.kill()
@@ -70,7 +72,7 @@ def test_outbox_resends_what_a_broker_restart_lost(tmp_path) -> None:
         assert producer.flush(30)
         # The group starts over on the new log: the four records, and then the outbox is empty.
         assert sorted(_consume(broker.bootstrap, 4)) == ["g6", "g7", "g8", "g9"]
-        assert outbox.wait_empty(30)
+        assert outbox.wait_empty(30) and not list(spool.iterdir())
         # A full outbox refuses (blocks) until something is committed.
         assert outbox.add("big", b"y" * 10_000)
         assert not outbox.add("more", b"z", timeout_s=0.5)
@@ -78,3 +80,24 @@ def test_outbox_resends_what_a_broker_restart_lost(tmp_path) -> None:
         if producer is not None:
             producer.close(timeout_s=5)
         broker.stop()
+
+
+def test_a_new_process_restores_what_the_last_one_kept(tmp_path) -> None:
+    """The spool outlives its process: what was kept (added, not committed) comes back, once, and a
+    write cut short (a temporary file) is dropped, never sent."""
+    spool = tmp_path / "spool"
+    first = Outbox("127.0.0.1:1", TOPIC, GROUP, lambda k, v: None, spool_dir=spool)
+    assert first.restore() == []
+    for key in ("0-abc-1", "0-abc-2", "a/b c"):  # any key makes a file name
+        assert first.add(key, key.encode() * 3)
+    (spool / ".0-abc-3.tmp").write_bytes(b"torn")
+    del first  # the process dies: nothing of it is closed or flushed
+
+    second = Outbox("127.0.0.1:1", TOPIC, GROUP, lambda k, v: None, spool_dir=spool)
+    restored = second.restore()
+    assert sorted(restored) == sorted((k, k.encode() * 3) for k in ("0-abc-1", "0-abc-2", "a/b c"))
+    assert len(second) == 3 and second.kept_bytes == sum(len(v) for _, v in restored) and second.resent == 3
+    assert second.restore() == []  # kept already: not handed out twice
+    assert not any(p.name.startswith(".") for p in spool.iterdir())
+    in_memory = Outbox("127.0.0.1:1", TOPIC, GROUP, lambda k, v: None)
+    assert in_memory.add("x", b"y") and in_memory.restore() == []

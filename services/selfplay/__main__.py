@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
                         default=os.environ.get("TENGEN_SELFPLAY_WORKER_ID") or default_worker_id(),
                         help="name of this worker in game ids, so two workers never collide "
                              "($TENGEN_SELFPLAY_WORKER_ID, default the host name)")
+    parser.add_argument("--outbox-dir", default=None, metavar="DIR",
+                        help="keep published games the trainer has not committed as files in DIR (one per "
+                             "worker) and send them again at the next start: for a broker that loses its log "
+                             "when it restarts, as `tengen run`'s does (default: in memory only)")
     parser.add_argument("--games", type=positive_int, default=None, metavar="N",
                         help="stop after N games (default: play until stopped)")
     parser.add_argument("--log-every", type=positive_float, default=30.0, metavar="SECONDS",
@@ -54,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         from services.selfplay.service import SelfplayService
 
         service = SelfplayService(config, worker_id=args.worker_id, http_port=args.http_port, games=args.games,
-                                  log_every_s=args.log_every)
+                                  log_every_s=args.log_every, outbox_dir=args.outbox_dir)
         return service.run(stop)
 
     return run_service(build_parser(), argv, log, start)

@@ -142,7 +142,8 @@ class SelfplayService:
     """One selfplay worker; `run(stop)` plays until `stop` is set or `games` games are done."""
 
     def __init__(self, config: Config, *, worker_id: str, http_port: int | None = None,
-                 games: int | None = None, log_every_s: float = 30.0, seed: int | None = None) -> None:
+                 games: int | None = None, log_every_s: float = 30.0, seed: int | None = None,
+                 outbox_dir: str | None = None) -> None:
         if games is not None and games < 1:
             raise ValueError(f"games must be >= 1, got {games}")
         self.config = config
@@ -150,6 +151,7 @@ class SelfplayService:
         self.run_id = f"{self.worker_id}-{secrets.token_hex(4)}"
         self.model = config.run.model_name
         self.sgf_dir = Path(config.run.data_dir) / "sgf"
+        self.outbox_dir = outbox_dir
         self.games_wanted = games
         self.log_every_s = log_every_s
         self.seed = seed if seed is not None else secrets.randbits(31)
@@ -196,8 +198,10 @@ class SelfplayService:
                                         max_buffered=MAX_BUFFERED_GAMES, on_delivered=self._delivered)
             self._producer = producer
             self._outbox = Outbox(bootstrap, GAMES_TOPIC, TRAINER_GROUP,
-                                  lambda key, value: self._send(producer, key, value, stop))
+                                  lambda key, value: self._send(producer, key, value, stop), spool_dir=self.outbox_dir)
             outbox = self._outbox
+            for key, value in outbox.restore():  # what an earlier process published and lost
+                self._send(producer, key, value, stop)
             self.metrics.outbox.set_function(lambda: len(outbox))
             self.metrics.resent.set_function(lambda: outbox.resent)
             checks_stop = threading.Event()

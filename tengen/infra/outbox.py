@@ -10,6 +10,11 @@ rows are on disk. A broker restart shows as a partition whose log end or committ
 backwards; every record still kept for that partition is then sent again. The trainer's dedupe
 (same id, same bytes) makes a resend harmless.
 
+With a spool directory the kept records are also files there (one per record, written before the
+record is sent, removed once committed), so a producer process that dies with the broker (a
+SIGKILLed `tengen run`: the next run stops both) loses nothing either: the next process `restore`s
+the spool and sends every record in it again.
+
 On a cluster with a durable Kafka nothing is ever resent, and the cost is the memory of the
 records the trainer has not committed yet (`max_bytes` bounds it: `add` blocks when full, so a
 trainer that is down for long pauses self-play instead of growing the worker's memory).
@@ -17,9 +22,12 @@ trainer that is down for long pauses self-play instead of growing the worker's m
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from kafka import KafkaConsumer, TopicPartition
@@ -38,10 +46,14 @@ class Outbox:
     """Records of one topic, kept from `add` until `group` has committed past them."""
 
     def __init__(self, bootstrap: str, topic: str, group: str, resend: Callable[[str, bytes], None], *,
-                 max_bytes: int = 256 << 20) -> None:
-        """`resend(key, value)` sends a record again (ReliableProducer.send with the topic bound)."""
+                 max_bytes: int = 256 << 20, spool_dir: str | os.PathLike[str] | None = None) -> None:
+        """`resend(key, value)` sends a record again (ReliableProducer.send with the topic bound);
+        `spool_dir` (one per producer process, never shared) keeps the records across its restarts."""
         if max_bytes < 1:
             raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
+        self.spool = Path(spool_dir) if spool_dir is not None else None
+        if self.spool is not None:
+            self.spool.mkdir(parents=True, exist_ok=True)
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
         self.max_bytes = max_bytes
         self.kept_bytes = 0
@@ -66,7 +78,49 @@ class Outbox:
             old = self._kept.get(key)
             self.kept_bytes += len(value) - (len(old.value) if old is not None else 0)
             self._kept[key] = _Kept(value)
+            self._spool_write(key, value)
             return True
+
+    def restore(self) -> list[tuple[str, bytes]]:
+        """The records an earlier process left in the spool, kept again: the caller sends them again
+        (they may be on the broker still, or the consumer may have them: its dedupe drops those)."""
+        if self.spool is None:
+            return []
+        restored: list[tuple[str, bytes]] = []
+        with self._cond:
+            for path in sorted(self.spool.iterdir()):
+                if path.name.startswith("."):
+                    path.unlink(missing_ok=True)  # a write cut short: its record was never sent
+                    continue
+                key, value = urllib.parse.unquote(path.name), path.read_bytes()
+                if key not in self._kept:
+                    self._kept[key] = _Kept(value)
+                    self.kept_bytes += len(value)
+                    restored.append((key, value))
+        if restored:
+            log.warning("outbox: %d records of %s that an earlier process published and %s had not committed; "
+                        "sending them again", len(restored), self.topic, self.group)
+            self.resent += len(restored)
+        return restored
+
+    def _spool_path(self, key: str) -> Path:
+        assert self.spool is not None
+        return self.spool / urllib.parse.quote(key, safe="")
+
+    def _spool_write(self, key: str, value: bytes) -> None:
+        """Written whole under a temporary name, then renamed: a process killed mid-write leaves no
+        torn record (no fsync: this guards against the process dying, not the machine)."""
+        if self.spool is None:
+            return
+        path = self._spool_path(key)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(value)
+        os.replace(tmp, path)
+
+    def _release(self, key: str) -> None:
+        self.kept_bytes -= len(self._kept.pop(key).value)
+        if self.spool is not None:
+            self._spool_path(key).unlink(missing_ok=True)
 
     def delivered(self, key: str, partition: int, offset: int) -> None:
         """The broker acknowledged `key` at (partition, offset) (the producer's callback)."""
@@ -106,7 +160,7 @@ class Outbox:
                 self._high[partition] = (end, done)
                 for key in [k for k, kept in self._kept.items()
                             if kept.partition == partition and kept.offset is not None and kept.offset < done]:
-                    self.kept_bytes -= len(self._kept.pop(key).value)
+                    self._release(key)
             self._cond.notify_all()
         if lost:
             log.warning("outbox: the broker lost %d acknowledged records of %s that %s had not committed "

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 LOGS_DIR = "logs"
 STATE_FILE = "run.json"
 LOCK_FILE = "run.lock"
+SELFPLAY_OUTBOX = "selfplay/outbox"  # per worker: its published games the trainer has not committed
 # Preferred HTTP ports (/healthz, /metrics): the services' own defaults (compose and k8s use them
 # too); selfplay workers after the first get free ports.
 TRAINER_HTTP_PORT = 8071
@@ -218,8 +219,11 @@ class LocalRun:
             # The game against GNU Go in progress finishes (seconds at the presets' visits).
             service("strength", "services.strength", *preset, "--http-port", str(strength_http), grace_s=60.0),
         ]
+        # The local broker loses its log when it restarts, and with `tengen run` SIGKILLed the next run
+        # stops the workers with it: each worker keeps its uncommitted games on disk to send again.
         children += [service(f"selfplay-{k}", "services.selfplay", *preset, "--worker-id", str(k),
-                             "--http-port", str(port)) for k, port in enumerate(selfplay_http)]
+                             "--http-port", str(port), "--outbox-dir", str(self.data_dir / SELFPLAY_OUTBOX / str(k)))
+                     for k, port in enumerate(selfplay_http)]
         return children
 
     def _service_env(self, token: str) -> dict[str, str]:
