@@ -10,17 +10,26 @@
 """
 from __future__ import annotations
 
+import signal
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
-
-import subprocess
 
 import pytest
 
 from tengen.gtp.gnugo import find_gnugo
 from tengen.infra.broker import LocalBroker
 from tengen.infra.triton import LocalTriton, ModelRepository
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM (a CI timeout, `kill`) ends the session like Ctrl-C, so the fixtures' teardowns stop
+    the servers and loops they started instead of leaving them running."""
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 @pytest.fixture(scope="session")
