@@ -68,6 +68,9 @@ class SelfplayConfig:
     workers: int = 1
     games_in_parallel: int = 16  # G games per process, split into two halves in flight
     sgf_sample_rate: float = 0.05  # fraction of games also written as SGF
+    # Policy surprise weighting (tengen.search.selfplay): records carry each full search's policy
+    # surprise and the window gets surprising positions more often, the game's total kept.
+    surprise_weighting: bool = True
 
 
 @dataclass
@@ -80,6 +83,9 @@ class TrainerConfig:
     warmup_samples: int = 5_000_000  # lower learning rate at the start (§4.7)
     warmup_lr_factor: float = 1.0 / 3.0
     l2: float = 3e-5
+    # The auxiliary soft policy head's loss weight (tengen.nn.loss; 0 = off): KataGo's 8x, which
+    # makes up for the soft target's much smaller gradients once trained.
+    soft_policy_weight: float = 8.0
     window_c: int = 250_000  # N_window = c(1 + beta((N_total/c)^alpha - 1)/alpha)
     window_alpha: float = 0.75
     window_beta: float = 0.4
@@ -292,6 +298,7 @@ def validate(config: Config) -> None:
     check(trainer.candidate_every >= trainer.snapshot_every >= 1,
           "trainer.candidate_every >= trainer.snapshot_every >= 1")
     check(trainer.lr_per_sample > 0 and 0 <= trainer.momentum < 1, "trainer.lr_per_sample > 0, momentum in [0,1)")
+    check(trainer.soft_policy_weight >= 0, "trainer.soft_policy_weight must be >= 0")
     check(1 <= gating.wins_to_pass <= gating.games, "gating.wins_to_pass must be within 1..gating.games")
     check(gating.visits >= 1 and gating.temperature >= 0, "gating.visits >= 1, temperature >= 0")
     strength = config.strength

@@ -19,6 +19,7 @@ def test_paper_preset_keeps_the_paper_constants() -> None:
     assert (config.search.cpuct, config.search.fpu_reduction) == (1.1, 0.2)
     assert (config.trainer.window_alpha, config.trainer.window_beta) == (0.75, 0.4)
     assert config.trainer.swa_decay == 0.75 and config.trainer.l2 == 3e-5
+    assert config.trainer.soft_policy_weight == 8.0  # KataGo's since v1.12, not the paper's
     assert config.game.board_sizes == list(range(9, 20))
 
 
@@ -47,6 +48,7 @@ def test_environment_overrides_are_typed() -> None:
         ({"TENGEN_GAME__BOARD_SIZES": "5"}, "within 7..19"),
         ({"TENGEN_GATING__WINS_TO_PASS": "500"}, "gating.wins_to_pass"),
         ({"TENGEN_TRITON__INSTANCES": "0"}, "triton.instances and threads must be >= 1"),
+        ({"TENGEN_TRAINER__SOFT_POLICY_WEIGHT": "-1"}, "trainer.soft_policy_weight must be >= 0"),
     ],
 )
 def test_bad_overrides_name_the_key(env: dict, fragment: str) -> None:

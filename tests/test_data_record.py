@@ -94,6 +94,16 @@ def _too_long(r: game_pb2.GameRecord) -> None:
     r.moves.extend([game_pb2.Move(move=area, color=game_pb2.BLACK, weight=1.0)] * (5 * area + 1 - len(r.moves)))
 
 
+def _surprise(first: float) -> Callable[[game_pb2.GameRecord], None]:
+    """Policy surprise 0.1 on every full search but the first, which gets `first`."""
+    def breaker(r: game_pb2.GameRecord) -> None:
+        for m in r.moves:
+            if m.full_search:
+                m.policy_surprise = 0.1
+        _first_full(r).policy_surprise = first
+    return breaker
+
+
 BREAKERS: dict[str, tuple[Callable[[game_pb2.GameRecord], None], str]] = {
     "empty id": (lambda r: setattr(r, "id", ""), "id must be"),
     "board too small": (lambda r: setattr(r, "x_size", 6), "x_size 6 is outside"),
@@ -126,6 +136,13 @@ BREAKERS: dict[str, tuple[Callable[[game_pb2.GameRecord], None], str]] = {
     "not all pass-alive": (_early_end_too_early, "not all pass-alive"),
     "no end reason": (lambda r: setattr(r, "end_reason", game_pb2.END_REASON_UNSPECIFIED), "end_reason"),
     "setup overlap": (lambda r: r.initial_black.extend([5]) or r.initial_white.extend([5]), "initial stones"),
+    "negative surprise": (_surprise(-0.1), "policy_surprise must be within 0..30"),
+    "nan surprise": (_surprise(float("nan")), "policy_surprise must be within 0..30"),
+    "huge surprise": (_surprise(31.0), "policy_surprise must be within 0..30"),
+    "surprise on a fast move": (lambda r: setattr(next(m for m in r.moves if not m.full_search), "policy_surprise", 0.1),
+                                "policy_surprise on a move that is not a full search"),
+    "surprise on some full searches": (lambda r: setattr(_first_full(r), "policy_surprise", 0.1),
+                                       "policy_surprise is set on 1 of"),
 }
 
 

@@ -1,10 +1,14 @@
 """Replaying a GameRecord gives rows whose inputs and targets match what the record says."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from tengen.data.rows import RecordError, rows_from_record
+from tengen.data.rows import (
+    RecordError, TrainingRows, decode, frequency_weights, repeats, rows_from_record, window_rows,
+)
 from tengen.data.synthetic import random_game
 from tengen.go import planes
 from tengen.go.board import BLACK, Board
@@ -86,3 +90,67 @@ def test_rows_refuse_a_bad_record() -> None:
         rows_from_record(record)
     with pytest.raises(ValueError, match="pos_len"):
         rows_from_record(random_game(np.random.default_rng(4), 9), pos_len=7)
+
+
+def _surprising_record() -> game_pb2.GameRecord:
+    """Full searches with policy surprise 0.0 and 0.1 on the main line, a fast search between
+    them, and one of 0.5 in a side branch (only the fields frequency_weights reads)."""
+    record = game_pb2.GameRecord(id="hand", moves=[
+        game_pb2.Move(full_search=True, policy_surprise=0.0), game_pb2.Move(),
+        game_pb2.Move(full_search=True, policy_surprise=0.1)])
+    record.side_branches.add(move_index=1).searches.add(full_search=True, policy_surprise=0.5)
+    return record
+
+
+def _assert_same_rows(got: TrainingRows, expected: TrainingRows) -> None:
+    for field in dataclasses.fields(TrainingRows):
+        np.testing.assert_array_equal(getattr(got, field.name), getattr(expected, field.name), err_msg=field.name)
+
+
+def test_frequency_weights_split_the_total_half_uniformly_half_by_surprise() -> None:
+    # Total 3: 0.5 each uniformly, the other 1.5 split 0 : 0.1 : 0.5 = 0 : 0.25 : 1.25.
+    record = _surprising_record()
+    np.testing.assert_allclose(frequency_weights(record), [0.5, 0.75, 1.75])
+    for move in (record.moves[0], record.moves[2], record.side_branches[0].searches[0]):
+        move.policy_surprise = 0.0
+    np.testing.assert_array_equal(frequency_weights(record), [1, 1, 1])  # nothing surprising: as before
+    for move in (record.moves[0], record.moves[2], record.side_branches[0].searches[0]):
+        move.ClearField("policy_surprise")
+    np.testing.assert_array_equal(frequency_weights(record), [1, 1, 1])  # no surprise recorded
+
+
+def test_repeats_write_each_row_its_frequency_weight_in_expectation() -> None:
+    record = _surprising_record()
+    counts = []
+    for number in range(4000):
+        record.id = f"game-{number}"
+        counts.append(repeats(record))
+    counts = np.array(counts)
+    assert set(counts[:, 0]) == {0, 1} and set(counts[:, 1]) == {0, 1} and set(counts[:, 2]) == {1, 2}
+    # 4000 draws each: the standard error of a mean is at most 0.5 / sqrt(4000) = 0.008
+    np.testing.assert_allclose(counts.mean(axis=0), [0.5, 0.75, 1.75], atol=0.03)
+    assert abs(counts.sum(axis=1).mean() - 3.0) < 0.05  # the game's rows: 3 in expectation
+
+
+def test_window_rows_repeat_the_same_rows_for_the_same_game() -> None:
+    record = random_game(np.random.default_rng(11), 9, full_search_prob=0.5)
+    rng = np.random.default_rng(12)
+    for move in record.moves:
+        if move.full_search:
+            move.policy_surprise = float(rng.exponential(0.3))
+    rows, counts = rows_from_record(record), repeats(record)
+    assert (counts == 0).any() and (counts > 1).any()
+    index = np.repeat(np.arange(len(rows)), counts)
+    stored = window_rows(record)
+    _assert_same_rows(stored, dataclasses.replace(rows, **{
+        f.name: getattr(rows, f.name)[index] for f in dataclasses.fields(TrainingRows)
+        if isinstance(getattr(rows, f.name), np.ndarray)}))
+    _assert_same_rows(window_rows(decode(record.SerializeToString())), stored)  # redelivered: the same rows
+    record.id = "another game"
+    assert not np.array_equal(repeats(record), counts)  # the draws follow the game id
+
+
+def test_records_without_surprise_give_todays_rows() -> None:
+    record = random_game(np.random.default_rng(13), 9, full_search_prob=0.5)
+    assert not any(m.HasField("policy_surprise") for m in record.moves)
+    _assert_same_rows(window_rows(record), rows_from_record(record))

@@ -13,6 +13,7 @@ from tengen.nn.model import (
     OFF_BOARD_LOGIT,
     SCORE_LIMIT,
     GlobalPoolResBlock,
+    InferenceNet,
     KataGoNet,
     ModelOutputs,
     board_geometry,
@@ -56,6 +57,7 @@ def test_output_shapes(name: str) -> None:
     assert shapes == {
         "policy_logits": (2, 64),
         "opponent_policy_logits": (2, 64),
+        "soft_policy_logits": (2, 64),
         "value_logits": (2, 3),
         "score_mean": (2,),
         "score_stdev": (2,),
@@ -106,7 +108,7 @@ def test_score_parity() -> None:
 def assert_outputs_match(alone: ModelOutputs, padded: ModelOutputs, index: int, size: int, width: int) -> None:
     """Outputs of position `index` of a padded batch against the same position run at its own size."""
     tol = dict(atol=2e-5, rtol=1e-5)
-    for name in ("policy_logits", "opponent_policy_logits"):
+    for name in ("policy_logits", "opponent_policy_logits", "soft_policy_logits"):
         torch.testing.assert_close(
             crop_policy(getattr(padded, name)[index : index + 1], width, size, size), getattr(alone, name), **tol
         )
@@ -129,9 +131,10 @@ def test_masking_eval_mode_small_board_inside_padded_batch() -> None:
         padded = model(mixed, mixed_globals)
     assert_outputs_match(alone, padded, index=2, size=9, width=19)
     # Off-board points of the padded 9x9: impossible moves and no ownership.
-    board_logits = padded.policy_logits[2, :-1].view(19, 19)
-    assert (board_logits[9:, :] == OFF_BOARD_LOGIT).all() and (board_logits[:, 9:] == OFF_BOARD_LOGIT).all()
-    assert (board_logits[:9, :9] > OFF_BOARD_LOGIT / 2).all()
+    for logits in (padded.policy_logits, padded.soft_policy_logits):
+        board_logits = logits[2, :-1].view(19, 19)
+        assert (board_logits[9:, :] == OFF_BOARD_LOGIT).all() and (board_logits[:, 9:] == OFF_BOARD_LOGIT).all()
+        assert (board_logits[:9, :9] > OFF_BOARD_LOGIT / 2).all()
     assert (padded.ownership[2, 9:, :] == 0).all() and (padded.ownership[2, :, 9:] == 0).all()
 
 
@@ -164,7 +167,8 @@ def test_masked_batchnorm_statistics_in_train_mode(sizes: list[tuple[int, int]])
     tol = dict(atol=3e-5, rtol=1e-4)
     for name in ("value_logits", "score_mean", "score_stdev", "root_variance", "score_belief_logits"):
         torch.testing.assert_close(getattr(out_b, name), getattr(out_a, name), **tol)
-    torch.testing.assert_close(crop_policy(out_b.policy_logits, 19, 9, 11), out_a.policy_logits, **tol)
+    for name in ("policy_logits", "soft_policy_logits"):
+        torch.testing.assert_close(crop_policy(getattr(out_b, name), 19, 9, 11), getattr(out_a, name), **tol)
     torch.testing.assert_close(out_b.ownership[:, :9, :11], out_a.ownership, **tol)
     buffers_a, buffers_b = dict(model_a.named_buffers()), dict(model_b.named_buffers())
     for name, value in buffers_a.items():
@@ -181,6 +185,34 @@ def test_full_model_is_scriptable() -> None:
     with torch.no_grad():
         for a, b in zip(model(spatial, global_inputs), scripted(spatial, global_inputs)):
             torch.testing.assert_close(a, b)
+
+
+def test_policy_logits_stay_float32_under_bf16_autocast() -> None:
+    model = build_model("b1c16").eval()
+    spatial, global_inputs = batch([(9, 9), (7, 7)], seed=9)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(spatial, global_inputs)
+    for logits in (out.policy_logits, out.opponent_policy_logits, out.soft_policy_logits):
+        assert logits.dtype == torch.float32
+        assert (logits[1, :-1].view(9, 9)[7:, :] == OFF_BOARD_LOGIT).all()  # not bf16's -9984
+
+
+def test_soft_policy_head_is_training_only() -> None:
+    model = build_model("b1c16").eval()
+    served = InferenceNet(model)
+    assert not [name for name in served.state_dict() if "soft" in name]
+    assert [name for name in model.state_dict() if "soft" in name] == [
+        "soft_policy_head.out_conv.weight", "soft_policy_head.pass_linear.weight"]
+    # Its parameters are the net's last (old checkpoints' optimizer ids depend on it).
+    assert [name for name, _ in model.named_parameters()][-2:] == [
+        "soft_policy_head.out_conv.weight", "soft_policy_head.pass_linear.weight"]
+    spatial, global_inputs = batch([(9, 9), (7, 7)], seed=10)
+    with torch.no_grad():
+        policy, value, score, ownership = served(spatial, global_inputs)
+        full = model(spatial, global_inputs)
+    assert [tuple(t.shape) for t in (policy, value, score, ownership)] == [(2, 82), (2, 3), (2, 2), (2, 9, 9)]
+    torch.testing.assert_close(policy, full.policy_logits)
+    assert not torch.allclose(full.soft_policy_logits, full.policy_logits)
 
 
 def test_global_inputs_bias_the_trunk() -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import time
 from types import SimpleNamespace
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from tengen.config import SearchConfig, load_config
-from tengen.data.rows import TrainingRows, decode, rows_from_record, validate
+from tengen.data.rows import MAX_POLICY_SURPRISE, TrainingRows, decode, rows_from_record, validate, window_rows
 from tengen.go import passalive
 from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
@@ -19,7 +20,8 @@ from tengen.search.mcts import NNCache, Tree
 from tengen.search.runner import SelfplayRunner
 from tengen.search.search import new_tree
 from tengen.search.selfplay import (
-    SelfPlayGame, SelfplaySettings, lopsided_factor, max_handicap, move_temperature, sample_by_visits,
+    SelfPlayGame, SelfplaySettings, lopsided_factor, max_handicap, move_temperature, policy_surprise,
+    sample_by_visits,
 )
 
 TINY = load_config("tiny")
@@ -254,6 +256,41 @@ def test_lopsided_games_reduce_visits_and_weight() -> None:
     weights = [m.weight for m in record.moves if m.full_search]
     assert weights[0] == 1.0 and min(weights) == pytest.approx(0.1, abs=0.02)
     assert min(s["visits"] for s in game.tree.starts) < 20
+
+
+def test_policy_surprise_is_the_kl_of_the_target_from_the_root_prior() -> None:
+    # Target 3:1 over priors 0.5 and 0.25 (a third child, pruned to 0, is not in the target):
+    # 0.75 ln(0.75 / 0.5) + 0.25 ln(0.25 / 0.25).
+    result = SimpleNamespace(pruned=np.array([3, 1, 0]), priors=np.array([0.5, 0.25, 0.25]))
+    assert policy_surprise(result) == pytest.approx(0.75 * math.log(1.5))
+    same = SimpleNamespace(pruned=np.array([2, 1]), priors=np.array([2 / 3, 1 / 3]))
+    assert policy_surprise(same) == pytest.approx(0.0, abs=1e-12)
+    never = SimpleNamespace(pruned=np.array([1]), priors=np.array([0.0]))  # floored: the bound
+    assert policy_surprise(never) == MAX_POLICY_SURPRISE
+
+
+def test_full_searches_record_their_policy_surprise() -> None:
+    assert SelfplaySettings.from_config(TINY).surprise_weighting  # the presets' default, for now
+
+    def play(surprise: bool) -> game_pb2.GameRecord:
+        config = settings(permanent_branch_prob=0.0, handicap_prob=0.0, full_visits=8, fast_visits=2,
+                          full_search_prob=0.5, side_branch_prob=0.2, surprise_weighting=surprise)
+        tree = Tree(NNCache(4096, 19 * 19), cpuct=TINY.search.cpuct, seed=5)
+        record = play_game(SelfPlayGame(tree, config, 5, game_id="surprise"), Quick())
+        record.ClearField("created")
+        return record
+
+    on, off = play(True), play(False)
+    accepted(on)
+    searches = [m for m in on.moves if m.full_search] + [m for b in on.side_branches for m in b.searches]
+    assert on.side_branches and len(searches) > 5
+    assert all(m.HasField("policy_surprise") == m.full_search for m in on.moves)
+    surprise = [m.policy_surprise for m in searches if m.HasField("policy_surprise")]
+    assert len(surprise) == len(searches) and 0 < max(surprise) <= MAX_POLICY_SURPRISE and min(surprise) >= 0
+    for move in searches:  # the field is all the setting changes; off, the rows are today's
+        move.ClearField("policy_surprise")
+    assert on == off
+    np.testing.assert_array_equal(window_rows(off).policy, rows_from_record(off).policy)
 
 
 def test_temperature_and_sampling() -> None:

@@ -18,7 +18,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
 from tengen.data.candidates import CandidateAnnouncement
-from tengen.data.rows import rows_from_record
+from tengen.data.rows import window_rows
 from tengen.data.synthetic import random_game
 from tengen.data.window import Window
 from tengen.infra.broker import LocalBroker
@@ -34,6 +34,11 @@ def _games() -> tuple[list[game_pb2.GameRecord], dict[str, tuple[bytes, str]]]:
     """Valid 7x7 games, and garbage: key -> (value, expected words of the DLQ reason)."""
     rng = np.random.default_rng(2024)
     valid = [random_game(rng, 7, full_search_prob=0.5, game_id=f"game-{i:03d}") for i in range(24)]
+    surprise = np.random.default_rng(7)  # half the games with policy surprise: rows repeated or left out
+    for game in valid[::2]:
+        for move in game.moves:
+            if move.full_search:
+                move.policy_surprise = float(surprise.exponential(0.3))
     illegal = random_game(rng, 7, game_id="bad-illegal")
     illegal.moves[6].move = illegal.moves[1].move if illegal.moves[1].move != 49 else illegal.moves[2].move
     too_big = random_game(rng, 9, game_id="bad-9x9")  # valid, but not for a 7x7 trainer
@@ -163,7 +168,7 @@ def test_trainer_ingests_exactly_once_across_a_kill(broker: LocalBroker, tmp_pat
     window = Window(tmp_path / "trainer" / "window", POS_LEN, c=100_000, read_only=True)
     assert window.games == len(valid) and all(g.id in window for g in valid)
     assert not any(key in window for key in garbage if key not in {g.id for g in valid})
-    expected = np.concatenate([window._pack(rows_from_record(g, POS_LEN)) for g in valid])
+    expected = np.concatenate([window._pack(window_rows(g, POS_LEN)) for g in valid])
     assert window.n_total == len(expected)
     assert len(window) == window.n_total
     stored = window.read(np.arange(window.n_total))

@@ -90,6 +90,83 @@ def test_learner_steps_checkpoints_and_resumes_exactly(filled_window: Window, tm
         Learner(dataclasses.replace(tiny_config(), arch="b2c32"), filled_window).load(path)
 
 
+SOFT_KEYS = ("soft_policy_head.out_conv.weight", "soft_policy_head.pass_linear.weight")
+
+
+def _old_checkpoint(path: Path, old: Path) -> dict:
+    """`path` as the trainer saved it before the soft policy head existed: no head in the net or
+    the SWA average, and an optimizer over the other parameters only (the head's are the last)."""
+    state = torch.load(path, weights_only=False)
+    state["model"] = {k: v for k, v in state["model"].items() if k not in SOFT_KEYS}
+    state["swa"]["average"] = {k: v for k, v in state["swa"]["average"].items() if k not in SOFT_KEYS}
+    group = state["optimizer"]["param_groups"][0]
+    kept = group["params"][: -len(SOFT_KEYS)]
+    group["params"] = kept
+    state["optimizer"]["state"] = {i: v for i, v in state["optimizer"]["state"].items() if i in kept}
+    torch.save(state, old)
+    return state
+
+
+def test_a_checkpoint_from_before_the_soft_policy_head_loads(filled_window: Window, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    config = tiny_config(snapshot_every=16, candidate_every=32)
+    learner = Learner(config, filled_window, seed=3)
+    for _ in range(2):
+        learner.step()
+        learner.take_snapshot()
+    learner.save(tmp_path / "new.pt")
+    state = _old_checkpoint(tmp_path / "new.pt", tmp_path / "old.pt")
+
+    torch.manual_seed(99)
+    resumed = Learner(config, filled_window, seed=4)
+    fresh = {k: v.clone() for k, v in resumed.model.state_dict().items() if k in SOFT_KEYS}
+    resumed.load(tmp_path / "old.pt")
+    weights = resumed.model.state_dict()
+    for name, value in state["model"].items():
+        assert torch.equal(weights[name], value), name
+    for name, value in fresh.items():  # the head as this net initialised it, in the average too
+        assert torch.equal(weights[name], value) and torch.equal(resumed.swa.average[name], value), name
+    momentum = {name: resumed.optimizer.state[p].get("momentum_buffer") for name, p in resumed.model.named_parameters()}
+    saved = state["optimizer"]["state"]
+    for i, (name, _) in enumerate(list(resumed.model.named_parameters())[: -len(SOFT_KEYS)]):
+        assert torch.equal(momentum[name], saved[i]["momentum_buffer"]), name
+    assert all(momentum[name] is None for name in SOFT_KEYS)
+    assert resumed.counters.samples == 32 and resumed.swa.snapshots == 2
+    assert resumed.step()["soft_policy"] > 0 and not torch.equal(resumed.model.state_dict()[SOFT_KEYS[0]],
+                                                                 fresh[SOFT_KEYS[0]])
+    resumed.take_snapshot()
+    resumed.candidate()
+    resumed.save(tmp_path / "again.pt")
+    Learner(config, filled_window).load(tmp_path / "again.pt")
+
+
+@pytest.mark.parametrize("damage", ["other_key", "one_soft_key", "soft_shape"])
+def test_only_a_missing_soft_policy_head_is_tolerated(filled_window: Window, tmp_path: Path, damage: str) -> None:
+    learner = Learner(tiny_config(), filled_window)
+    learner.save(tmp_path / "new.pt")
+    state = torch.load(tmp_path / "new.pt", weights_only=False)
+    if damage == "other_key":
+        state = _old_checkpoint(tmp_path / "new.pt", tmp_path / "old.pt")
+        del state["model"]["trunk.input_conv.weight"]
+    elif damage == "one_soft_key":
+        del state["model"][SOFT_KEYS[1]]
+    else:
+        state["model"][SOFT_KEYS[0]] = torch.zeros(2, *state["model"][SOFT_KEYS[0]].shape[1:])
+    torch.save(state, tmp_path / "damaged.pt")
+    with pytest.raises(RuntimeError, match="state_dict"):
+        Learner(tiny_config(), filled_window).load(tmp_path / "damaged.pt")
+
+
+def test_soft_policy_weight_comes_from_the_preset(filled_window: Window) -> None:
+    assert load_config("tiny").trainer.soft_policy_weight == 8.0
+    torch.manual_seed(0)
+    on = Learner(tiny_config(), filled_window, seed=5).step()
+    torch.manual_seed(0)
+    off = Learner(tiny_config(soft_policy_weight=0.0), filled_window, seed=5).step()
+    assert on["soft_policy"] > 0 and off["soft_policy"] == 0.0
+    assert on["policy"] == off["policy"] and off["total"] < on["total"]
+
+
 def test_training_waits_for_rows_and_keeps_pace_with_data(filled_window: Window) -> None:
     assert not Learner(tiny_config(min_rows_to_train=10_000), filled_window).can_train()
     # About samples_per_row samples per row ever appended, then it waits for more games.

@@ -1,7 +1,8 @@
 """Games from Kafka into the window: decode, validate by replay, dedupe, append, then commit.
 
 For each polled batch of records, in order:
-1. bytes -> GameRecord -> rows (tengen.data.rows); a RecordError (malformed bytes, bad field,
+1. bytes -> GameRecord -> rows (tengen.data.rows.window_rows: policy surprise weighting repeats
+   some, drops others, seeded by the game id); a RecordError (malformed bytes, bad field,
    illegal move on replay, ...) sends the record to `tengen.games.dlq` with the reason;
 2. a game id the window has already seen is dropped (Kafka delivers at least once) when its record
    is the same bytes as the first time; a different record under a known id is dead-lettered as a
@@ -20,7 +21,7 @@ from typing import Protocol, Sequence
 
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tengen.data.rows import RecordError, decode, rows_from_record
+from tengen.data.rows import RecordError, decode, window_rows
 from tengen.data.window import Window
 from tengen.infra.kafka import send_dead_letter
 
@@ -69,7 +70,7 @@ def ingest(records: Sequence[ConsumerRecord], window: Window, dead_letters: Dead
                                       "other content")
                 stats.duplicates += 1
                 continue
-            rows = rows_from_record(game, window.pos_len)
+            rows = window_rows(game, window.pos_len)
         except RecordError as err:
             log.warning("rejecting record at %s[%d]@%d (key %r): %s",
                         record.topic, record.partition, record.offset, record.key, err.reason)

@@ -33,8 +33,8 @@ import torch
 
 from tengen.config import TrainerConfig
 from tengen.data.window import Batch, Window
-from tengen.nn.loss import Targets, compute_loss
-from tengen.nn.model import KataGoNet, build_model
+from tengen.nn.loss import LossWeights, Targets, compute_loss
+from tengen.nn.model import SOFT_POLICY_PREFIX, KataGoNet, build_model, predates_soft_policy
 
 CHECKPOINT_FORMAT = "tengen-trainer-checkpoint-1"
 
@@ -207,6 +207,7 @@ class Learner:
         self.model = build_model(config.arch).to(self.device)
         self.model.train()
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.0, momentum=config.momentum)
+        self.loss_weights = LossWeights(soft_policy=config.soft_policy_weight)
         self.swa = SwaAverager(config.swa_decay)
         self.counters = Counters(next_snapshot=config.snapshot_every, next_candidate=config.candidate_every)
         self.seed = seed
@@ -230,7 +231,7 @@ class Learner:
         for group in self.optimizer.param_groups:
             group["lr"] = rate * self.config.batch_size
         outputs = self.model(spatial, global_inputs)
-        terms = compute_loss(outputs, targets, self.model)
+        terms = compute_loss(outputs, targets, self.model, self.loss_weights)
         self.optimizer.zero_grad(set_to_none=True)
         finite = bool(torch.isfinite(terms["total"]))
         if finite:
@@ -311,6 +312,8 @@ class Learner:
             raise ValueError(f"{path}: not a {CHECKPOINT_FORMAT} file")
         if state["arch"] != self.config.arch:
             raise ValueError(f"{path} holds a {state['arch']} net but the preset trains {self.config.arch}")
+        if predates_soft_policy(state["model"]):
+            self._add_soft_policy_head(state)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.swa.load_state_dict(state["swa"])
@@ -318,6 +321,21 @@ class Learner:
         self.seed = state["seed"]
         self.batches.close()
         self.batches = BatchSource(self.window, self.config.batch_size, self.seed, self.device, self.batches.prefetch)
+
+    def _add_soft_policy_head(self, state: dict[str, Any]) -> None:
+        """Completes a checkpoint saved before the soft policy head: the head keeps this net's fresh
+        weights (in the SWA average too) and starts without momentum."""
+        fresh = {k: v for k, v in self.model.state_dict().items() if k.startswith(SOFT_POLICY_PREFIX)}
+        state["model"] = {**state["model"], **fresh}
+        if state["swa"]["snapshots"]:
+            state["swa"]["average"] = {**state["swa"]["average"],
+                                       **{k: v.detach().to("cpu", copy=True) for k, v in fresh.items()}}
+        # The head's parameters are the net's last (KataGoNet registers it last): the saved ids
+        # 0..n-1 stay the other parameters', the head's take the next ids.
+        head = sum(1 for name, _ in self.model.named_parameters() if name.startswith(SOFT_POLICY_PREFIX))
+        group = state["optimizer"]["param_groups"][-1]
+        saved = sum(len(g["params"]) for g in state["optimizer"]["param_groups"])
+        group["params"] = [*group["params"], *range(saved, saved + head)]
 
     def close(self) -> None:
         """Stop the prefetch thread, if any."""

@@ -12,7 +12,7 @@ import json
 import signal
 import sys
 
-BENCHMARKS: list[str] = ["go", "features", "ratings", "train", "inference", "nn", "mcts", "selfplay", "loop"]
+BENCHMARKS: list[str] = ["go", "features", "ratings", "train", "inference", "nn", "mcts", "selfplay", "loop", "ab"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

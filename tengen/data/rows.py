@@ -20,6 +20,12 @@ search's own (win, loss, no-result) as its value target and has final_weight 0: 
 ownership targets (left 0) are not trained on. Its opponent policy is the next search of its
 branch, if any.
 
+Policy surprise weighting (KataGo's "other methods" notes, used from its g170 run): when self-play
+recorded each full search's policy surprise, the window gets a row more or less often than once:
+`window_rows` writes it floor(w) times and once more with probability w - floor(w), w its
+frequency weight (`frequency_weights`), with draws seeded by the game id so a record always
+gives the same rows. The rows' loss weights do not change.
+
 Boards smaller than the buffer (`pos_len`) sit in its top-left corner, the rest zero, and policy
 vectors are indexed `y * pos_len + x` with pass last, so rows of every board size share one array
 layout (the net masks the rest, paper §4.3). Random symmetries are applied when sampling
@@ -27,6 +33,8 @@ layout (the net masks the rest, paper §4.3). Random symmetries are applied when
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import Iterator
@@ -47,6 +55,12 @@ MAX_MOVES_FACTOR = 5.0
 # Sample weights are 1, or less in lopsided games (§3.5); a larger one would act as a learning
 # rate multiplier on one row (3e38 turned every weight into NaN within 30 seconds).
 MAX_WEIGHT = 1.0
+# Policy surprise, KL(target || root prior) in nats: self-play floors the prior at
+# exp(-MAX_POLICY_SURPRISE) (~1e-13), which bounds it; a larger value is not a search's.
+MAX_POLICY_SURPRISE = 30.0
+# The notes' split of a game's frequency weight: this share in proportion to surprise, the rest
+# uniform.
+SURPRISE_SHARE = 0.5
 # A value target's three categories, the order of the net's value head.
 WIN, LOSS, NO_RESULT = 0, 1, 2
 _VALUE_SUM_TOLERANCE = 1e-3
@@ -62,8 +76,8 @@ class RecordError(ValueError):
 
 @dataclass
 class TrainingRows:
-    """The rows of one game, N = number of full-search turns (main line, then side branches),
-    L = the buffer's board length."""
+    """The rows of one game, N = number of full-search turns (main line, then side branches; a
+    window's copy has each repeated: `window_rows`), L = the buffer's board length."""
 
     x_size: int
     y_size: int
@@ -89,6 +103,13 @@ class TrainingRows:
         """final_weight, with None read as all 1."""
         return np.ones(len(self), np.float32) if self.final_weight is None else self.final_weight
 
+    def repeated(self, counts: np.ndarray) -> "TrainingRows":
+        """Each row i `counts[i]` times, in order."""
+        return dataclasses.replace(self, **{
+            f.name: np.repeat(value, counts, axis=0)
+            for f in dataclasses.fields(self) if isinstance(value := getattr(self, f.name), np.ndarray)
+        })
+
 
 def decode(data: bytes) -> game_pb2.GameRecord:
     """Parse serialized GameRecord bytes; RecordError if they are not one."""
@@ -109,8 +130,44 @@ def validate(record: game_pb2.GameRecord) -> None:
 
 
 def row_count(record: game_pb2.GameRecord) -> int:
-    """How many training rows `record` gives: its full-search turns, side branches included."""
+    """How many training rows `record` gives: its full-search turns, side branches included (the
+    window gets as many in expectation: see `window_rows`)."""
     return sum(1 for m in record.moves if m.full_search) + sum(len(b.searches) for b in record.side_branches)
+
+
+def frequency_weights(record: game_pb2.GameRecord) -> np.ndarray:
+    """float64 [row_count]: how often each row of `rows_from_record` goes into the window, in
+    expectation.
+
+    1 each unless the full searches carry `policy_surprise` s_i: then the n rows' total n is
+    split as the notes say, (1 - SURPRISE_SHARE) uniformly and SURPRISE_SHARE in proportion to
+    s_i, w_i = (1 - SURPRISE_SHARE) + SURPRISE_SHARE * n * s_i / sum(s) (KataGo's rule with every
+    row's weight 1). A game where no search was surprising keeps 1 each.
+    """
+    searches = _full_searches(record)
+    surprise = np.array([m.policy_surprise for m in searches], np.float64)
+    total = surprise.sum()
+    if not all(m.HasField("policy_surprise") for m in searches) or total <= 0:
+        return np.ones(len(searches))
+    return (1.0 - SURPRISE_SHARE) + SURPRISE_SHARE * len(searches) * surprise / total
+
+
+def repeats(record: game_pb2.GameRecord) -> np.ndarray:
+    """int64 [row_count]: how many times each row is written: floor(w) and once more with
+    probability w - floor(w), w = frequency_weights(record), drawn from a generator seeded by the
+    game id (the same record always gives the same counts)."""
+    weights = frequency_weights(record)
+    seed = int.from_bytes(hashlib.blake2b(record.id.encode(), digest_size=8).digest(), "little")
+    whole = np.floor(weights)
+    extra = np.random.default_rng(seed).random(len(weights)) < weights - whole
+    return whole.astype(np.int64) + extra
+
+
+def window_rows(record: game_pb2.GameRecord, pos_len: int | None = None) -> TrainingRows:
+    """What a window stores of `record`: the rows of `rows_from_record`, row i `repeats(record)[i]`
+    times in a row."""
+    rows = rows_from_record(record, pos_len)
+    return rows.repeated(repeats(record))
 
 
 def rows_from_record(record: game_pb2.GameRecord, pos_len: int | None = None) -> TrainingRows:
@@ -352,6 +409,17 @@ def _check_fields(record: game_pb2.GameRecord) -> None:
     for number, branch in enumerate(record.side_branches):
         _check_side_branch(number, branch, last_index, len(record.moves), area)
         last_index = branch.move_index
+    searches = _full_searches(record)
+    with_surprise = sum(m.HasField("policy_surprise") for m in searches)
+    if with_surprise not in (0, len(searches)):
+        raise RecordError(f"policy_surprise is set on {with_surprise} of {len(searches)} full searches: "
+                          "it must be on all of them or on none")
+
+
+def _full_searches(record: game_pb2.GameRecord) -> list[game_pb2.Move]:
+    """The moves that become rows, in row order: the main line's full searches, then the side
+    branches' searches."""
+    return [m for m in record.moves if m.full_search] + [m for b in record.side_branches for m in b.searches]
 
 
 def _check_side_branch(number: int, branch: game_pb2.SideBranch, last_index: int, moves: int, area: int) -> None:
@@ -395,6 +463,12 @@ def _check_move(where: str, move: game_pb2.Move, area: int) -> None:
         raise RecordError(f"{where}: score_mean is not finite")
     if not (math.isfinite(move.weight) and 0 <= move.weight <= MAX_WEIGHT):
         raise RecordError(f"{where}: weight must be within 0..{MAX_WEIGHT:g}, got {move.weight}")
+    if move.HasField("policy_surprise"):
+        if not move.full_search:
+            raise RecordError(f"{where}: policy_surprise on a move that is not a full search")
+        if not (math.isfinite(move.policy_surprise) and 0 <= move.policy_surprise <= MAX_POLICY_SURPRISE):
+            raise RecordError(f"{where}: policy_surprise must be within 0..{MAX_POLICY_SURPRISE:g}, "
+                              f"got {move.policy_surprise}")
 
 
 def _check_half_integer(name: str, value: float, limit: float) -> None:

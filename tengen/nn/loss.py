@@ -1,5 +1,8 @@
 """KataGo's training loss (paper Appendix B): every term with its weight, reported separately.
 
+Plus KataGo's later auxiliary soft policy target (v1.12; "other methods" notes): a second policy
+head predicts the policy target raised to 1/T and renormalised, T = 4, weighted 8x.
+
 Each per-sample term is multiplied by the sample weight and averaged over the batch
 (sum_i w_i * L_i / B), so a down-weighted sample (e.g. after resignation-free visit reduction)
 counts for less; the L2 penalty is added once per batch.
@@ -17,11 +20,14 @@ from tengen.nn.model import NUM_ROOT_VARIANCES, NUM_SCORE_BINS, SCORE_LIMIT, Mod
 
 @dataclass(frozen=True)
 class LossWeights:
-    """The constants of Appendix B."""
+    """The constants of Appendix B, and the soft policy target's."""
 
     value: float = 1.5  # c_value, on the win/loss/no-result cross-entropy
     policy: float = 1.0
     opponent_policy: float = 0.15  # w_opp
+    # 8x nominally: once trained, the soft target's gradients are much smaller (KataGo's notes)
+    soft_policy: float = 8.0
+    soft_policy_temperature: float = 4.0  # T
     ownership: float = 1.5  # w_o = 1.5 / b^2: divided by each sample's on-board area
     score_pdf: float = 0.02  # w_spdf
     score_cdf: float = 0.02  # w_scdf
@@ -39,6 +45,7 @@ LOSS_TERMS = (
     "value",
     "policy",
     "opponent_policy",
+    "soft_policy",
     "ownership",
     "score_pdf",
     "score_cdf",
@@ -119,6 +126,12 @@ def cross_entropy(logits: Tensor, target: Tensor) -> Tensor:
     return -(target * F.log_softmax(logits, dim=1)).sum(dim=1)
 
 
+def soft_policy_target(policy: Tensor, temperature: float) -> Tensor:
+    """policy^(1/T) renormalised per row [B, M]; zeros stay 0 and an all-zero row stays all zero."""
+    soft = policy.float().pow(1.0 / temperature)
+    return soft / soft.sum(dim=1, keepdim=True).clamp_min(1e-30)
+
+
 def l2_penalty(model: nn.Module) -> Tensor:
     return sum((p * p).sum() for p in model.parameters() if p.requires_grad)  # type: ignore[return-value]
 
@@ -129,7 +142,7 @@ def compute_loss(
     model: nn.Module | None = None,
     weights: LossWeights = PAPER_WEIGHTS,
 ) -> dict[str, Tensor]:
-    """Every term of Appendix B (LOSS_TERMS) plus "total", each a scalar tensor.
+    """Every term of LOSS_TERMS plus "total", each a scalar tensor.
 
     model: whose parameters the L2 term penalises; None leaves it out (0), e.g. for validation.
     """
@@ -149,6 +162,8 @@ def compute_loss(
     terms["opponent_policy"] = weights.opponent_policy * batch_mean(
         cross_entropy(outputs.opponent_policy_logits, targets.opponent_policy), w
     )
+    soft_target = soft_policy_target(targets.policy, weights.soft_policy_temperature)
+    terms["soft_policy"] = weights.soft_policy * batch_mean(cross_entropy(outputs.soft_policy_logits, soft_target), w)
 
     # tanh(z) = 2 sigmoid(2z) - 1, so (1 + o_hat) / 2 = sigmoid(2z): a stable logistic loss.
     mask = outputs.mask
@@ -189,5 +204,7 @@ def compute_loss(
     terms["l2"] = (
         weights.l2 * l2_penalty(model) if model is not None else outputs.value_logits.new_zeros(())
     )
-    terms["total"] = torch.stack([terms[name] for name in LOSS_TERMS]).sum()
+    # Added one by one in order: a term weighted 0 (soft_policy off) leaves the total bit for bit
+    # what it is without that term, which a vectorised sum does not guarantee.
+    terms["total"] = sum((terms[name] for name in LOSS_TERMS[1:]), terms[LOSS_TERMS[0]])
     return terms

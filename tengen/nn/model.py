@@ -7,12 +7,15 @@ board exactly as zero padding would; batch-norm statistics and pooling means cou
 points only; off-board policy logits are set to OFF_BOARD_LOGIT and off-board ownership to 0.
 A position therefore gives the same outputs alone or padded inside a batch.
 
+The soft policy head (KataGo's "auxiliary soft policy target", not in the paper) is trained only:
+InferenceNet, and so every export, leaves it out.
+
 The whole net is TorchScript-compatible (tengen.nn.export scripts it).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Mapping, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -91,6 +94,7 @@ class ModelOutputs(NamedTuple):
 
     policy_logits: Tensor  # [B, H*W+1], pass last, off-board = OFF_BOARD_LOGIT
     opponent_policy_logits: Tensor  # [B, H*W+1], the opponent's reply on the next turn
+    soft_policy_logits: Tensor  # [B, H*W+1], the policy target^(1/T) renormalised (training only)
     value_logits: Tensor  # [B, 3] win / loss / no result
     score_mean: Tensor  # [B] points
     score_stdev: Tensor  # [B] points
@@ -236,6 +240,14 @@ class Trunk(nn.Module):
         return self.final_norm(x, geo.mask, geo.total)
 
 
+def masked_policy(board: Tensor, pass_logits: Tensor, mask: Tensor, off_board_logit: float) -> Tensor:
+    """Board logits [B, K, H, W] and pass logits [B, K] -> [B, K, H*W+1], off-board = off_board_logit."""
+    # float32 even under bf16 autocast, where OFF_BOARD_LOGIT would round to -9984
+    board = board.float()
+    board = torch.where(mask > 0.5, board, torch.full_like(board, off_board_logit))
+    return torch.cat([board.flatten(2), pass_logits.unsqueeze(-1)], dim=2)
+
+
 class PolicyHead(nn.Module):
     """Policy and opponent-policy logits [B, 2, H*W+1]; pass logits from G's pooled values."""
 
@@ -251,15 +263,33 @@ class PolicyHead(nn.Module):
         self.pass_linear = nn.Linear(3 * ch, 2, bias=False)
         self.off_board_logit = OFF_BOARD_LOGIT
 
-    def forward(self, x: Tensor, geo: BoardGeometry) -> Tensor:
+    def features(self, x: Tensor, geo: BoardGeometry) -> tuple[Tensor, Tensor]:
+        """-> (P after its batch norm [B, c_head, H, W], G pooled [B, 3c_head])."""
         p = self.p_conv(x)
         g_pooled = global_pool(self.g_norm(self.g_conv(x), geo.mask, geo.total), geo)
         p = p + self.g_linear(g_pooled).unsqueeze(-1).unsqueeze(-1)
-        board = self.out_conv(self.p_norm(p, geo.mask, geo.total))
-        # float32 even under bf16 autocast, where OFF_BOARD_LOGIT would round to -9984
-        board = board.float()
-        board = torch.where(geo.mask > 0.5, board, torch.full_like(board, self.off_board_logit))
-        return torch.cat([board.flatten(2), self.pass_linear(g_pooled).unsqueeze(-1)], dim=2)
+        return self.p_norm(p, geo.mask, geo.total), g_pooled
+
+    def logits(self, p: Tensor, g_pooled: Tensor, geo: BoardGeometry) -> Tensor:
+        return masked_policy(self.out_conv(p), self.pass_linear(g_pooled), geo.mask, self.off_board_logit)
+
+    def forward(self, x: Tensor, geo: BoardGeometry) -> Tensor:
+        p, g_pooled = self.features(x, geo)
+        return self.logits(p, g_pooled, geo)
+
+
+class SoftPolicyHead(nn.Module):
+    """Soft policy logits [B, H*W+1] from the policy head's P and pooled G (training only)."""
+
+    def __init__(self, arch: Architecture) -> None:
+        super().__init__()
+        ch = arch.head_channels
+        self.out_conv = conv(ch, 1, 1)
+        self.pass_linear = nn.Linear(3 * ch, 1, bias=False)
+        self.off_board_logit = OFF_BOARD_LOGIT
+
+    def forward(self, p: Tensor, g_pooled: Tensor, geo: BoardGeometry) -> Tensor:
+        return masked_policy(self.out_conv(p), self.pass_linear(g_pooled), geo.mask, self.off_board_logit)[:, 0]
 
 
 class ValueHead(nn.Module):
@@ -362,6 +392,9 @@ class KataGoNet(nn.Module):
         self.policy_head = PolicyHead(arch)
         self.value_head = ValueHead(arch)
         self.score_belief_head = ScoreBeliefHead(arch)
+        # Registered last, so its parameters come last: a checkpoint saved before it existed keeps
+        # its optimizer's parameter ids (see predates_soft_policy).
+        self.soft_policy_head = SoftPolicyHead(arch)
         self.komi_index = KOMI
 
     @property
@@ -372,7 +405,8 @@ class KataGoNet(nn.Module):
         check_inputs(spatial, global_inputs)
         geo = board_geometry(spatial)
         x = self.trunk(spatial, global_inputs, geo)
-        policy = self.policy_head(x, geo)
+        p, g_pooled = self.policy_head.features(x, geo)
+        policy = self.policy_head.logits(p, g_pooled, geo)
         pooled, outcome, ownership_logits = self.value_head(x, geo)
         komi = global_inputs[:, self.komi_index] * 15.0  # the input holds komi / 15
         belief, gamma = self.score_belief_head(pooled, geo.area.squeeze(1), komi)
@@ -380,6 +414,7 @@ class KataGoNet(nn.Module):
         return ModelOutputs(
             policy_logits=policy[:, 0],
             opponent_policy_logits=policy[:, 1],
+            soft_policy_logits=self.soft_policy_head(p, g_pooled, geo),
             value_logits=outcome[:, 0:3],
             score_mean=score_mean,
             score_stdev=score_stdev,
@@ -393,7 +428,7 @@ class KataGoNet(nn.Module):
 
 
 class InferenceNet(nn.Module):
-    """The served outputs only (no opponent policy, score belief or root variance).
+    """The served outputs only (no opponent or soft policy, score belief or root variance).
 
     forward(spatial [B,18,H,W], globals [B,10]) -> (policy [B,H*W+1], value [B,3],
     score [B,2] = (mean, stdev), ownership [B,H,W]); the signature of the exported model.
@@ -417,6 +452,14 @@ class InferenceNet(nn.Module):
 
 def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+SOFT_POLICY_PREFIX = "soft_policy_head."
+
+
+def predates_soft_policy(state: Mapping[str, Tensor]) -> bool:
+    """True for a KataGoNet state dict saved before the soft policy head existed (none of its keys)."""
+    return not any(name.startswith(SOFT_POLICY_PREFIX) for name in state)
 
 
 __all__ = [

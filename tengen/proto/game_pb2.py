@@ -25,21 +25,21 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\ngame.proto\x12\x0btengen.game\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\x01\n\x04Move\x12\x0c\n\x04move\x18\x01 \x01(\r\x12!\n\x05\x63olor\x18\x02 \x01(\x0e\x32\x12.tengen.game.Color\x12\x13\n\x0b\x66ull_search\x18\x03 \x01(\x08\x12\x14\n\x0cpolicy_moves\x18\x04 \x03(\r\x12\x15\n\rpolicy_visits\x18\x05 \x03(\r\x12\x11\n\tvalue_win\x18\x06 \x01(\x02\x12\x12\n\nvalue_loss\x18\x07 \x01(\x02\x12\x17\n\x0fvalue_no_result\x18\x08 \x01(\x02\x12\x12\n\nscore_mean\x18\t \x01(\x02\x12\x0e\n\x06weight\x18\n \x01(\x02\"Z\n\nSideBranch\x12\x12\n\nmove_index\x18\x01 \x01(\r\x12\x13\n\x0b\x61lternative\x18\x02 \x01(\r\x12#\n\x08searches\x18\x03 \x03(\x0b\x32\x11.tengen.game.Move\"\xce\x03\n\nGameRecord\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06x_size\x18\x02 \x01(\r\x12\x0e\n\x06y_size\x18\x03 \x01(\r\x12\r\n\x05rules\x18\x04 \x01(\t\x12\x0c\n\x04komi\x18\x05 \x01(\x02\x12\x10\n\x08handicap\x18\x06 \x01(\r\x12\x15\n\rinitial_black\x18\x07 \x03(\r\x12\x15\n\rinitial_white\x18\x08 \x03(\r\x12)\n\rfirst_to_move\x18\t \x01(\x0e\x32\x12.tengen.game.Color\x12 \n\x05moves\x18\n \x03(\x0b\x32\x11.tengen.game.Move\x12\x15\n\rmodel_version\x18\x0b \x01(\x03\x12\x12\n\nmodel_name\x18\x0c \x01(\t\x12+\n\x07\x63reated\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x66inal_score\x18\x0e \x01(\x02\x12\x0e\n\x06result\x18\x0f \x01(\t\x12\x11\n\townership\x18\x10 \x03(\x11\x12*\n\nend_reason\x18\x11 \x01(\x0e\x32\x16.tengen.game.EndReason\x12.\n\rside_branches\x18\x12 \x03(\x0b\x32\x17.tengen.game.SideBranch*4\n\x05\x43olor\x12\x15\n\x11\x43OLOR_UNSPECIFIED\x10\x00\x12\t\n\x05\x42LACK\x10\x01\x12\t\n\x05WHITE\x10\x02*U\n\tEndReason\x12\x1a\n\x16\x45ND_REASON_UNSPECIFIED\x10\x00\x12\x0e\n\nTWO_PASSES\x10\x01\x12\x0e\n\nPASS_ALIVE\x10\x02\x12\x0c\n\x08MOVE_CAP\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\ngame.proto\x12\x0btengen.game\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x02\n\x04Move\x12\x0c\n\x04move\x18\x01 \x01(\r\x12!\n\x05\x63olor\x18\x02 \x01(\x0e\x32\x12.tengen.game.Color\x12\x13\n\x0b\x66ull_search\x18\x03 \x01(\x08\x12\x14\n\x0cpolicy_moves\x18\x04 \x03(\r\x12\x15\n\rpolicy_visits\x18\x05 \x03(\r\x12\x11\n\tvalue_win\x18\x06 \x01(\x02\x12\x12\n\nvalue_loss\x18\x07 \x01(\x02\x12\x17\n\x0fvalue_no_result\x18\x08 \x01(\x02\x12\x12\n\nscore_mean\x18\t \x01(\x02\x12\x0e\n\x06weight\x18\n \x01(\x02\x12\x1c\n\x0fpolicy_surprise\x18\x0b \x01(\x02H\x00\x88\x01\x01\x42\x12\n\x10_policy_surprise\"Z\n\nSideBranch\x12\x12\n\nmove_index\x18\x01 \x01(\r\x12\x13\n\x0b\x61lternative\x18\x02 \x01(\r\x12#\n\x08searches\x18\x03 \x03(\x0b\x32\x11.tengen.game.Move\"\xce\x03\n\nGameRecord\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06x_size\x18\x02 \x01(\r\x12\x0e\n\x06y_size\x18\x03 \x01(\r\x12\r\n\x05rules\x18\x04 \x01(\t\x12\x0c\n\x04komi\x18\x05 \x01(\x02\x12\x10\n\x08handicap\x18\x06 \x01(\r\x12\x15\n\rinitial_black\x18\x07 \x03(\r\x12\x15\n\rinitial_white\x18\x08 \x03(\r\x12)\n\rfirst_to_move\x18\t \x01(\x0e\x32\x12.tengen.game.Color\x12 \n\x05moves\x18\n \x03(\x0b\x32\x11.tengen.game.Move\x12\x15\n\rmodel_version\x18\x0b \x01(\x03\x12\x12\n\nmodel_name\x18\x0c \x01(\t\x12+\n\x07\x63reated\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x66inal_score\x18\x0e \x01(\x02\x12\x0e\n\x06result\x18\x0f \x01(\t\x12\x11\n\townership\x18\x10 \x03(\x11\x12*\n\nend_reason\x18\x11 \x01(\x0e\x32\x16.tengen.game.EndReason\x12.\n\rside_branches\x18\x12 \x03(\x0b\x32\x17.tengen.game.SideBranch*4\n\x05\x43olor\x12\x15\n\x11\x43OLOR_UNSPECIFIED\x10\x00\x12\t\n\x05\x42LACK\x10\x01\x12\t\n\x05WHITE\x10\x02*U\n\tEndReason\x12\x1a\n\x16\x45ND_REASON_UNSPECIFIED\x10\x00\x12\x0e\n\nTWO_PASSES\x10\x01\x12\x0e\n\nPASS_ALIVE\x10\x02\x12\x0c\n\x08MOVE_CAP\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'game_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_COLOR']._serialized_start=841
-  _globals['_COLOR']._serialized_end=893
-  _globals['_ENDREASON']._serialized_start=895
-  _globals['_ENDREASON']._serialized_end=980
+  _globals['_COLOR']._serialized_start=891
+  _globals['_COLOR']._serialized_end=943
+  _globals['_ENDREASON']._serialized_start=945
+  _globals['_ENDREASON']._serialized_end=1030
   _globals['_MOVE']._serialized_start=61
-  _globals['_MOVE']._serialized_end=282
-  _globals['_SIDEBRANCH']._serialized_start=284
-  _globals['_SIDEBRANCH']._serialized_end=374
-  _globals['_GAMERECORD']._serialized_start=377
-  _globals['_GAMERECORD']._serialized_end=839
+  _globals['_MOVE']._serialized_end=332
+  _globals['_SIDEBRANCH']._serialized_start=334
+  _globals['_SIDEBRANCH']._serialized_end=424
+  _globals['_GAMERECORD']._serialized_start=427
+  _globals['_GAMERECORD']._serialized_end=889
 # @@protoc_insertion_point(module_scope)

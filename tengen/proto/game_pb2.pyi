@@ -31,7 +31,7 @@ PASS_ALIVE: EndReason
 MOVE_CAP: EndReason
 
 class Move(_message.Message):
-    __slots__ = ("move", "color", "full_search", "policy_moves", "policy_visits", "value_win", "value_loss", "value_no_result", "score_mean", "weight")
+    __slots__ = ("move", "color", "full_search", "policy_moves", "policy_visits", "value_win", "value_loss", "value_no_result", "score_mean", "weight", "policy_surprise")
     MOVE_FIELD_NUMBER: _ClassVar[int]
     COLOR_FIELD_NUMBER: _ClassVar[int]
     FULL_SEARCH_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +42,7 @@ class Move(_message.Message):
     VALUE_NO_RESULT_FIELD_NUMBER: _ClassVar[int]
     SCORE_MEAN_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    POLICY_SURPRISE_FIELD_NUMBER: _ClassVar[int]
     move: int
     color: Color
     full_search: bool
@@ -52,7 +53,8 @@ class Move(_message.Message):
     value_no_result: float
     score_mean: float
     weight: float
-    def __init__(self, move: _Optional[int] = ..., color: _Optional[_Union[Color, str]] = ..., full_search: _Optional[bool] = ..., policy_moves: _Optional[_Iterable[int]] = ..., policy_visits: _Optional[_Iterable[int]] = ..., value_win: _Optional[float] = ..., value_loss: _Optional[float] = ..., value_no_result: _Optional[float] = ..., score_mean: _Optional[float] = ..., weight: _Optional[float] = ...) -> None: ...
+    policy_surprise: float
+    def __init__(self, move: _Optional[int] = ..., color: _Optional[_Union[Color, str]] = ..., full_search: _Optional[bool] = ..., policy_moves: _Optional[_Iterable[int]] = ..., policy_visits: _Optional[_Iterable[int]] = ..., value_win: _Optional[float] = ..., value_loss: _Optional[float] = ..., value_no_result: _Optional[float] = ..., score_mean: _Optional[float] = ..., weight: _Optional[float] = ..., policy_surprise: _Optional[float] = ...) -> None: ...
 
 class SideBranch(_message.Message):
     __slots__ = ("move_index", "alternative", "searches")

@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Protocol
 import numpy as np
 
 from tengen.config import Config
-from tengen.data.rows import rows_from_record
+from tengen.data.rows import window_rows
 from tengen.data.window import Window
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.model import KataGoNet
@@ -108,12 +108,14 @@ class LoopResult:
 
 
 def learn_in_process(config: Config, learner: Learner, games: int, *, seed: int = 0,
-                     on_game: Callable[[game_pb2.GameRecord, LoopResult], None] | None = None) -> LoopResult:
+                     on_game: Callable[[game_pb2.GameRecord, LoopResult], None] | None = None,
+                     until: Callable[[LoopResult], bool] | None = None) -> LoopResult:
     """Run the loop for `games` self-play games at `config`'s self-play and search settings,
     training `learner` (on its own window) as described in the module docstring.
 
     The self-play net starts as a copy of `learner.model` and is replaced by each candidate.
-    `on_game` is called after each finished game has been trained on (for progress output).
+    `on_game` is called after each finished game has been trained on (for progress output);
+    `until`, checked then too, ends the loop early when it returns True (a CPU budget).
     """
     if games < 1:
         raise ValueError(f"games must be >= 1, got {games}")
@@ -122,7 +124,7 @@ def learn_in_process(config: Config, learner: Learner, games: int, *, seed: int 
     net = CurrentNet(result.start_net)
     runner = SelfplayRunner.from_config(config, net, seed=seed, id_prefix=f"loop{seed}")
     for record in runner.run(games):
-        window.append(record.id, rows_from_record(record, window.pos_len))
+        window.append(record.id, window_rows(record, window.pos_len))
         result.records.append(record)
         while learner.can_train():
             result.losses.append(learner.step())
@@ -135,4 +137,6 @@ def learn_in_process(config: Config, learner: Learner, games: int, *, seed: int 
             runner.model_version = net.version  # games started from now on carry the new version
         if on_game is not None:
             on_game(record, result)
+        if until is not None and until(result):
+            break  # the runner's games in progress are dropped with its generator
     return result

@@ -21,6 +21,9 @@ previous tree as a visit cap, not recorded. The move is drawn from the (pruned) 
 to 1/T, T decaying from 0.8 to 0.2 with a half-life of B turns (B = the board's side). No
 resignation: when for 5 turns the losing side's best winrate has stayed under 5%, full searches
 shrink towards n visits and their rows weigh 0.1 + 0.9 lambda (§6.2.1; see `lopsided_factor`).
+Policy surprise weighting (KataGo's "other methods" notes): with `surprise_weighting` on, each full
+search also records its policy surprise, KL(policy target || root prior), from which the trainer
+writes surprising positions into the window more often (tengen.data.rows.frequency_weights).
 Side branches (§6.2.2): after 2.5% of search turns the game branches temporarily from the
 position before the move just played: an alternative move (any legal board move but the one
 played) is drawn from the net's raw policy at temperature 1 (70%), 2 (25%) or infinity (5%), and
@@ -47,6 +50,7 @@ from typing import Generator
 import numpy as np
 
 from tengen.config import Config
+from tengen.data.rows import MAX_POLICY_SURPRISE
 from tengen.go import passalive
 from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.rules import Rules
@@ -89,6 +93,7 @@ class SelfplaySettings:
     # (probability, temperature) of the raw policy the alternative move is drawn from
     side_branch_temperatures: tuple[tuple[float, float], ...] = ((0.7, 1.0), (0.25, 2.0), (0.05, math.inf))
     side_branch_continue_prob: float = 0.25  # a branch goes on for another search
+    surprise_weighting: bool = True  # record each full search's policy surprise (module docstring)
 
     @classmethod
     def from_config(cls, config: Config) -> "SelfplaySettings":
@@ -99,7 +104,7 @@ class SelfplaySettings:
             handicap_prob=game.handicap_prob, max_moves_factor=game.max_moves_factor,
             full_visits=search.full_visits, fast_visits=search.fast_visits,
             full_search_prob=search.full_search_prob, temperature_start=search.temperature_start,
-            temperature_end=search.temperature_end,
+            temperature_end=search.temperature_end, surprise_weighting=config.selfplay.surprise_weighting,
         )
 
 
@@ -197,7 +202,7 @@ class SelfPlayGame:
         board = self.board
         if board.to_move != color:
             raise ValueError(f"{color} plays but {board.to_move} is to move")
-        self.moves.append(_move_record(move, color, result, full, weight))
+        self.moves.append(_move_record(move, color, result, full, weight, self.settings.surprise_weighting))
         self.pass_streak[color] = self.pass_streak[color] + 1 if move == board.pass_move else 0
         self.prev = [board.copy(), self.prev[0]]
         board.play(move)
@@ -358,7 +363,7 @@ class SelfPlayGame:
             if not (result.pruned > 0).any():  # a one-visit search (lopsided game, tiny n): no policy target
                 break
             move = _choose_move(result, temperature, rng)
-            branch.searches.append(_move_record(move, board.to_move, result, True, weight))
+            branch.searches.append(_move_record(move, board.to_move, result, True, weight, s.surprise_weighting))
             if rng.random() >= s.side_branch_continue_prob:
                 break
             prev = (board.copy(), prev[0])
@@ -383,8 +388,10 @@ class SelfPlayGame:
         return record
 
 
-def _move_record(move: int, color: int, result: SearchResult | None, full: bool, weight: float) -> game_pb2.Move:
-    """A GameRecord move; with a search result, its value and (full searches) its policy target."""
+def _move_record(move: int, color: int, result: SearchResult | None, full: bool, weight: float,
+                 surprise: bool) -> game_pb2.Move:
+    """A GameRecord move; with a search result, its value and (full searches) its policy target
+    and, with `surprise`, its policy surprise."""
     record = game_pb2.Move(move=move, color=color, full_search=full, weight=weight)
     if result is not None:
         record.value_win = result.win
@@ -395,7 +402,19 @@ def _move_record(move: int, color: int, result: SearchResult | None, full: bool,
             moves, visits = result.policy_target()
             record.policy_moves.extend(int(m) for m in moves)
             record.policy_visits.extend(int(v) for v in visits)
+            if surprise:
+                record.policy_surprise = policy_surprise(result)
     return record
+
+
+def policy_surprise(result: SearchResult) -> float:
+    """KL(policy target || prior) in nats, the prior being the search's own at the root: the net's
+    policy after root temperature and Dirichlet noise, as KataGo uses ("noised softmaxed"), not
+    the raw one. Priors are floored at exp(-MAX_POLICY_SURPRISE), which bounds the result."""
+    keep = result.pruned > 0
+    target = result.pruned[keep] / result.pruned[keep].sum()
+    prior = np.maximum(result.priors[keep], math.exp(-MAX_POLICY_SURPRISE))
+    return float(np.clip(np.sum(target * np.log(target / prior)), 0.0, MAX_POLICY_SURPRISE))
 
 
 def _choose_move(result: SearchResult, temperature: float, rng: np.random.Generator) -> int:
