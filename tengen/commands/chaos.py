@@ -22,19 +22,13 @@ def _targets(text: str) -> tuple[str, ...]:
 
 
 def _chaos(args: argparse.Namespace) -> int:
-    from tengen.config import PRESETS, ConfigError, load_config
+    from tengen.commands.run import preset_and_data_dir
     from tengen.run.chaos import Drill, DrillError
 
-    try:
-        config = load_config(args.preset)
-    except ConfigError as exc:
-        print(f"tengen chaos: {exc}", file=sys.stderr)
+    found = preset_and_data_dir("tengen chaos", args.preset, args.data_dir)
+    if found is None:
         return 2
-    preset = args.preset if args.preset in PRESETS else str(Path(args.preset).resolve())
-    data_dir = args.data_dir.resolve()
-    if data_dir.exists() and not data_dir.is_dir():
-        print(f"tengen chaos: data dir {data_dir} exists and is not a directory", file=sys.stderr)
-        return 2
+    config, preset, data_dir = found
     print(f"tengen chaos: preset {config.preset}, data dir {data_dir}, {args.rounds} round(s) of "
           f"{', '.join(args.targets)}", flush=True)
     drill = Drill(preset, config, data_dir, args.rounds, targets=args.targets, recovery_s=args.recovery)

@@ -33,8 +33,12 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from tengen.infra.entrypoint import positive_float, positive_int
+
+if TYPE_CHECKING:
+    from tengen.config import Config
 
 DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -71,22 +75,33 @@ def _log_to_file(path: Path, interactive: bool) -> logging.Handler:
     return handler
 
 
-def _run(args: argparse.Namespace) -> int:
+def preset_and_data_dir(prog: str, preset: str, data_dir: Path | None) -> tuple[Config, str, Path] | None:
+    """The preset's config, the preset as the services will be given it, and the resolved data dir
+    (the preset's when None); None after printing one error line."""
     from tengen.config import PRESETS, ConfigError, load_config
-    from tengen.run.local import LOGS_DIR, LocalRun, RunError, RunOptions
 
     try:
-        config = load_config(args.preset)
+        config = load_config(preset)
     except ConfigError as exc:
-        print(f"tengen run: {exc}", file=sys.stderr)
-        return 2
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return None
     # The services load the preset themselves: a YAML path must still resolve in their directory.
-    preset = args.preset if args.preset in PRESETS else str(Path(args.preset).resolve())
-    data_dir = (args.data_dir or Path(config.run.data_dir)).resolve()
-    if data_dir.exists() and not data_dir.is_dir():
-        print(f"tengen run: data dir {data_dir} exists and is not a directory", file=sys.stderr)
+    given = preset if preset in PRESETS else str(Path(preset).resolve())
+    resolved = (data_dir or Path(config.run.data_dir)).resolve()
+    if resolved.exists() and not resolved.is_dir():
+        print(f"{prog}: data dir {resolved} exists and is not a directory", file=sys.stderr)
+        return None
+    config.run.data_dir = str(resolved)
+    return config, given, resolved
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tengen.run.local import LOGS_DIR, LocalRun, RunError, RunOptions
+
+    found = preset_and_data_dir("tengen run", args.preset, args.data_dir)
+    if found is None:
         return 2
-    config.run.data_dir = str(data_dir)
+    config, preset, data_dir = found
     workers = args.workers or config.selfplay.workers
     config.selfplay.workers = workers
     interactive = sys.stdout.isatty() and not args.plain
