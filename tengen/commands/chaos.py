@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -32,11 +33,19 @@ def _chaos(args: argparse.Namespace) -> int:
     print(f"tengen chaos: preset {config.preset}, data dir {data_dir}, {args.rounds} round(s) of "
           f"{', '.join(args.targets)}", flush=True)
     drill = Drill(preset, config, data_dir, args.rounds, targets=args.targets, recovery_s=args.recovery)
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # unwinds the drill, which stops the run it started
+
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         result = drill.run()
     except DrillError as exc:
         print(f"tengen chaos: FAILED: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("tengen chaos: interrupted; the run it started is stopped", file=sys.stderr)
+        return 130
     summary = result.summary()
     print(f"tengen chaos: {len(result.recoveries)} kills, slowest recovery {summary['max_recovery_s']:.1f} s; "
           f"{result.acknowledged} acknowledged games: {result.lost} lost, {result.duplicated} duplicated")

@@ -182,6 +182,7 @@ class Drill:
             self.proc.kill()
             self.proc.wait()
             self._start_run()  # the next run finds the dead one's children and stops them first
+            positions = 0.0  # the new run's workers count from zero
         else:
             pid = run_state(self.data_dir)["children"][target]
             os.kill(pid, signal.SIGKILL)
