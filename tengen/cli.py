@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "tengen.commands.models",
     "tengen.commands.triton",
     "tengen.commands.gtp",
+    "tengen.commands.analysis",
     "tengen.commands.match",
     "tengen.commands.eval",
     "tengen.commands.run",

@@ -16,6 +16,9 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 MCTS_ANALYSIS_VISITS = 20_000
+# What loading a model can raise: a missing or unreadable export (OSError, ValueError), a file
+# TorchScript cannot load or a Triton server that refuses the model (RuntimeError).
+MODEL_ERRORS = (OSError, ValueError, RuntimeError)
 
 
 def _positive(text: str) -> int:
@@ -34,27 +37,30 @@ def _rules(text: str) -> Any:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags that build an engine (shared with `tengen eval`)."""
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags that say which net evaluates positions and how (shared with `tengen analysis`)."""
     parser.add_argument("--model", required=True,
                         help="export file (TorchScript + .json sidecar), or the model name with --triton")
     parser.add_argument("--triton", metavar="URL", default=None,
                         help="evaluate through Triton at this gRPC address instead of in-process")
     parser.add_argument("--model-version", type=_positive, default=None,
                         help="Triton model version (default: the latest ready one)")
-    parser.add_argument("--visits", type=_positive, default=1,
-                        help="playouts per move: 1 (default) plays the raw policy, more search with MCTS")
     parser.add_argument("--threads", type=_positive, default=1, help="CPU threads for the net (default 1)")
     parser.add_argument("--runtime", default="auto", choices=("auto", "torch", "openvino"),
                         help="CPU runtime of an export (default auto: OpenVINO where installed, else torch)")
 
 
-def build_analyzer(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
-    """The analyzer for the arguments (the raw policy for one visit, MCTS for more) and the
-    model's metadata (only the name and version through Triton)."""
-    from tengen.gtp.analysis import PolicyAnalyzer
-    from tengen.gtp.mcts import MctsAnalyzer
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags that build an engine (shared with `tengen eval`)."""
+    add_model_arguments(parser)
+    parser.add_argument("--visits", type=_positive, default=1,
+                        help="playouts per move: 1 (default) plays the raw policy, more search with MCTS")
 
+
+def build_evaluator(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The evaluator of the model arguments (an export run in this process, or Triton) and the
+    model's metadata (only the name and version through Triton). Raises one of MODEL_ERRORS when
+    the model cannot be loaded."""
     if args.triton:
         from tengen.infra.triton import TritonEvaluator
 
@@ -65,6 +71,16 @@ def build_analyzer(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
         evaluator = make_evaluator(args.model, num_threads=args.threads, runtime=args.runtime)
         metadata = evaluator.metadata
+    return evaluator, metadata
+
+
+def build_analyzer(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The analyzer for the arguments (the raw policy for one visit, MCTS for more) and the
+    model's metadata (see build_evaluator)."""
+    from tengen.gtp.analysis import PolicyAnalyzer
+    from tengen.gtp.mcts import MctsAnalyzer
+
+    evaluator, metadata = build_evaluator(args)
     return (PolicyAnalyzer(evaluator) if args.visits == 1 else MctsAnalyzer(evaluator)), metadata
 
 
@@ -90,7 +106,7 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         analyzer, metadata = build_analyzer(args)
-    except (OSError, ValueError) as error:
+    except MODEL_ERRORS as error:
         print(f"error: cannot load the model: {error}", file=sys.stderr)
         return 2
     version = f"{importlib.metadata.version('tengen')} ({describe_model(args, metadata)}, visits {args.visits})"

@@ -12,6 +12,12 @@ ownership; with a visit budget above 1 it also evaluates the children of the mos
 is the plain policy player: the move with the highest prior; above 1, the evaluated child with
 the best utility (a one-ply search). The MCTS-backed analyzer (see
 `tengen.gtp.mcts`) implements the same interface.
+
+Besides what the GTP engine shows, an analysis carries what KataGo's JSON analysis engine reports
+(`tengen analysis`, tengen.gtp.analysis_engine): the net's own evaluation of the position
+(`raw`: value, score and policy before any search), per candidate the net's ownership after the
+move and the visits along its PV. Both analyzers take `allowed` (a root move mask, for KataGo's
+avoidMoves / allowMoves) and `visited_only` (list only the searched candidates).
 """
 from __future__ import annotations
 
@@ -47,6 +53,19 @@ class MoveInfo:
     score_stdev: float = 0.0
     lcb: float = 0.0
     utility: float = 0.0
+    pv_visits: list[int] | None = None  # visits of each position along `pv` (None: unknown)
+    ownership: np.ndarray | None = None  # float [y_size, x_size]: the net's, after the move, mover's view
+
+
+@dataclass
+class NetEval:
+    """The net's own evaluation of the analysed position, before any search; mover's view."""
+
+    winrate: float
+    score_mean: float
+    score_stdev: float
+    no_result: float
+    policy: np.ndarray  # float [area + 1]: softmax over the legal moves, 0 where illegal
 
 
 @dataclass
@@ -60,6 +79,9 @@ class Analysis:
     moves: list[MoveInfo] = field(default_factory=list)
     ownership: np.ndarray | None = None  # float [y_size, x_size] in [-1, 1], mover's perspective
     priors: np.ndarray | None = None  # float [area + 1]: every move's prior (0 when illegal)
+    score_stdev: float = 0.0
+    utility: float | None = None  # the root's utility (None: not computed)
+    raw: NetEval | None = None  # the net's evaluation of the root itself
 
 
 Progress = Callable[[Analysis], None]
@@ -80,12 +102,17 @@ class Analyzer(Protocol):
         stop: threading.Event | None = None,
         progress: Progress | None = None,
         progress_interval: float = 0.0,
+        allowed: np.ndarray | None = None,
+        visited_only: bool = False,
     ) -> Analysis:
         """Analyse `board` (the player to move is `board.to_move`). `previous`: the positions
         before it, oldest first (may be empty). `visits`: the budget (net evaluations or
         playouts); `deadline`: a `time.monotonic()` by which to answer; `stop`: set to end early.
         `progress`, when given, is called with intermediate analyses about every
-        `progress_interval` seconds; the returned analysis is the final one."""
+        `progress_interval` seconds; the returned analysis is the final one. `allowed`: bool
+        [area + 1], the only root moves to consider (pass always may be). `visited_only`: list
+        only the candidates that got visits (up to `max_moves`), or the best by prior when none
+        did."""
         ...
 
 
@@ -127,6 +154,29 @@ def history_pair(previous: Sequence[Board]) -> tuple[Board | None, Board | None]
     return prev1, prev2
 
 
+def allowed_mask(legal: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
+    """The legal moves that `allowed` permits; pass stays permitted (as in tengen.search)."""
+    if allowed is None:
+        return legal
+    mask = legal & np.asarray(allowed, dtype=bool)
+    mask[-1] = legal[-1]
+    return mask
+
+
+def value_probabilities(value_logits: np.ndarray) -> np.ndarray:
+    """Win, loss and no-result probabilities from the value head's logits."""
+    v = np.exp(value_logits - value_logits.max())
+    return v / v.sum()
+
+
+def net_eval(out: dict[str, np.ndarray], i: int, legal: np.ndarray) -> NetEval:
+    """Row `i` of an evaluator's outputs as a NetEval (policy over the `legal` moves)."""
+    probs = value_probabilities(out["value"][i])
+    return NetEval(winrate=float(probs[0] + 0.5 * probs[2]), score_mean=float(out["score"][i, 0]),
+                   score_stdev=float(out["score"][i, 1]), no_result=float(probs[2]),
+                   policy=legal_priors(out["policy"][i], legal))
+
+
 def legal_priors(policy_logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
     """Softmax of the policy over the legal moves (pass included); 0 for illegal ones."""
     logits = np.where(legal, policy_logits.astype(np.float64), -np.inf)
@@ -154,13 +204,16 @@ class PolicyAnalyzer:
         stop: threading.Event | None = None,
         progress: Progress | None = None,
         progress_interval: float = 0.0,
+        allowed: np.ndarray | None = None,
+        visited_only: bool = False,
     ) -> Analysis:
         prev1, prev2 = history_pair(previous)
         spatial, global_inputs = encode_batch([(board, prev1, prev2)])
         out = self.evaluator.evaluate(spatial, global_inputs)
-        priors = legal_priors(out["policy"][0], board.legal_moves())
-        root_winrate = winrate_from_value(out["value"][0])
-        root_score, root_stdev = float(out["score"][0, 0]), float(out["score"][0, 1])
+        legal = board.legal_moves()
+        raw = net_eval(out, 0, legal)
+        priors = raw.policy if allowed is None else legal_priors(out["policy"][0], allowed_mask(legal, allowed))
+        root_winrate, root_score, root_stdev = raw.winrate, raw.score_mean, raw.score_stdev
         order = [int(m) for m in np.argsort(-priors, kind="stable") if priors[m] > 0]
         shown = order[: max(1, max_moves)]
         expand = shown[: max(0, visits - 1)] if not (stop is not None and stop.is_set()) else []
@@ -181,11 +234,15 @@ class PolicyAnalyzer:
                 info.score_stdev = float(cout["score"][i, 1])
                 reply_priors = legal_priors(cout["policy"][i], children[i][0].legal_moves())
                 info.pv = [move, int(np.argmax(reply_priors))]
+                info.pv_visits = [1, 0]
+                info.ownership = -np.array(cout["ownership"][i, : board.y_size, : board.x_size], dtype=np.float64)
         for info in infos.values():
             info.lcb = lower_bound(info.winrate, info.visits)
             info.utility = utility(info.winrate, info.score_lead, board)
         # Evaluated children first, best utility first (a one-ply search); then the rest by prior.
-        ranked = sorted(expand, key=lambda m: -infos[m].utility) + [m for m in shown if m not in expand]
+        ranked = sorted(expand, key=lambda m: -infos[m].utility)
+        if not visited_only or not ranked:
+            ranked += [m for m in shown if m not in expand][: 1 if visited_only else None]
         analysis = Analysis(
             to_move=board.to_move,
             visits=1 + len(expand),
@@ -196,6 +253,9 @@ class PolicyAnalyzer:
             if ownership
             else None,
             priors=priors,
+            score_stdev=root_stdev,
+            utility=utility(root_winrate, root_score, board),
+            raw=raw,
         )
         if progress is not None:
             progress(analysis)

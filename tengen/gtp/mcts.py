@@ -10,7 +10,8 @@ Per candidate: visits, search prior, utility (the average over its subtree) and 
 variation (most visited child, level by level) come from the tree; the root's winrate and score
 lead are the search's averages. The tree reports only utilities per child, so a candidate's
 winrate and score lead are the net's evaluation of the position after that move (one batch per
-analysis, remembered across progress reports).
+analysis, remembered across progress reports), with the net's ownership after each of them. One
+more evaluation of the root itself gives the raw net's view (`Analysis.raw`) and the ownership.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
 from tengen.gtp.analysis import (
     Analysis,
     MoveInfo,
+    NetEval,
     PolicyAnalyzer,
     Progress,
     encode_batch,
@@ -39,6 +41,10 @@ from tengen.search.mcts import NNCache
 from tengen.search.search import new_tree
 
 MAX_PV = 12  # moves of a principal variation
+
+# A candidate's values from the net's evaluation of the position after it, for the root player:
+# winrate, score lead, score stdev, ownership [y_size, x_size].
+ChildValue = tuple[float, float, float, np.ndarray]
 
 
 class MctsAnalyzer:
@@ -72,21 +78,22 @@ class MctsAnalyzer:
         stop: threading.Event | None = None,
         progress: Progress | None = None,
         progress_interval: float = 0.0,
+        allowed: np.ndarray | None = None,
+        visited_only: bool = False,
     ) -> Analysis:
         if board.game_over:  # two passes: nothing to search, the raw net still has an opinion
             return self.raw.analyze(board, previous, 1, max_moves=max_moves, ownership=ownership,
-                                    progress=progress)
+                                    progress=progress, allowed=allowed, visited_only=visited_only)
         prev1, prev2 = history_pair(previous)
         tree = self.tree
         tree.set_position(board, prev1, prev2)
-        tree.start_search(visits)
+        tree.start_search(visits, allowed=allowed)
         k = self.leaves_per_batch
         spatial = np.zeros((k, NUM_SPATIAL, board.y_size, board.x_size), np.float32)
         global_inputs = np.zeros((k, NUM_GLOBAL), np.float32)
-        child_values: dict[int, tuple[float, float, float]] = {}
-        own = None
-        if ownership:
-            own = self.raw.analyze(board, previous, 1, max_moves=1, ownership=True).ownership
+        child_values: dict[int, ChildValue] = {}
+        root = self.raw.analyze(board, previous, 1, max_moves=1, ownership=True)
+        raw, own = root.raw, (root.ownership if ownership else None)
         next_report = time.monotonic() + progress_interval
         while not tree.done:
             # Stop between batches (nothing pending), and only once the root has been evaluated.
@@ -99,16 +106,16 @@ class MctsAnalyzer:
                 tree.backup(out["policy"], out["value"], out["score"])
             if progress is not None and progress_interval > 0 and time.monotonic() >= next_report \
                     and tree.visits > 0:
-                progress(self._read(board, max_moves, own, child_values))
+                progress(self._read(board, max_moves, own, child_values, raw, visited_only))
                 next_report = time.monotonic() + progress_interval
-        analysis = self._read(board, max_moves, own, child_values)
+        analysis = self._read(board, max_moves, own, child_values, raw, visited_only)
         if progress is not None:
             progress(analysis)
         return analysis
 
-    def _child_values(self, board: Board, moves: list[int], known: dict[int, tuple[float, float, float]]) -> None:
+    def _child_values(self, board: Board, moves: list[int], known: dict[int, ChildValue]) -> None:
         """Evaluate the positions after `moves` not yet in `known`: (winrate, score lead, score
-        stdev) for the player at the root."""
+        stdev, ownership) for the player at the root."""
         todo = [m for m in moves if m not in known]
         if not todo:
             return
@@ -121,10 +128,13 @@ class MctsAnalyzer:
         out = self.evaluator.evaluate(spatial, global_inputs)
         for i, move in enumerate(todo):
             known[move] = (1.0 - winrate_from_value(out["value"][i]), -float(out["score"][i, 0]),
-                           float(out["score"][i, 1]))
+                           float(out["score"][i, 1]),
+                           -np.array(out["ownership"][i, : board.y_size, : board.x_size], np.float64))
 
-    def _pv(self, move: int) -> list[int]:
-        path = [move]
+    def _pv(self, move: int, visits: int) -> tuple[list[int], list[int]]:
+        """The principal variation from `move` (most visited child, level by level) and the
+        visits of each of its positions."""
+        path, counts = [move], [visits]
         while len(path) < MAX_PV:
             try:
                 children = self.tree.children(path)
@@ -132,11 +142,14 @@ class MctsAnalyzer:
                 break
             if len(children["visits"]) == 0 or children["visits"].max() == 0:
                 break
-            path.append(int(children["moves"][int(np.argmax(children["visits"]))]))
-        return path
+            best = int(np.argmax(children["visits"]))
+            path.append(int(children["moves"][best]))
+            counts.append(int(children["visits"][best]))
+        return path, counts
 
     def _read(self, board: Board, max_moves: int, ownership: np.ndarray | None,
-              child_values: dict[int, tuple[float, float, float]]) -> Analysis:
+              child_values: dict[int, ChildValue], raw: NetEval | None = None,
+              visited_only: bool = False) -> Analysis:
         tree = self.tree
         root = tree.root_value()
         children = tree.children()
@@ -146,17 +159,22 @@ class MctsAnalyzer:
         # Most visited first; then the rest of the legal moves by prior.
         ranked = sorted(visited, key=lambda m: (-visited[m][0], -priors[m]))
         rest = [int(m) for m in np.argsort(-priors, kind="stable") if priors[m] > 0 and int(m) not in visited]
-        shown = (ranked + rest)[: max(1, max_moves)]
+        if visited_only:
+            shown = ranked[: max(1, max_moves)] or rest[:1]
+        else:
+            shown = (ranked + rest)[: max(1, max_moves)]
         self._child_values(board, shown, child_values)
         moves = []
         for move in shown:
-            winrate, score, stdev = child_values[move]
+            winrate, score, stdev, own = child_values[move]
             count, searched = visited.get(move, (0, 0.0))
+            pv, pv_visits = self._pv(move, count) if count else ([move], [0])
             moves.append(MoveInfo(
                 move=move, visits=count, winrate=winrate, score_lead=score, prior=float(priors[move]),
-                pv=self._pv(move) if count else [move], score_stdev=stdev,
+                pv=pv, score_stdev=stdev,
                 lcb=lower_bound(winrate, count),
                 utility=searched if count else utility(winrate, score, board),
+                pv_visits=pv_visits, ownership=own,
             ))
         return Analysis(
             to_move=board.to_move,
@@ -166,4 +184,7 @@ class MctsAnalyzer:
             moves=moves,
             ownership=ownership,
             priors=priors,
+            score_stdev=root["score_stdev"],
+            utility=root["utility"],
+            raw=raw,
         )
