@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install build test test-fast run bench clean gnugo leelaz
+.PHONY: install build test test-fast run bench clean gnugo leelaz chromium
 
 install: $(STAMP)
 
@@ -44,6 +44,13 @@ leelaz:
 	@command -v leelaz >/dev/null || test -x /usr/games/leelaz || \
 		(echo "leelaz not found: installing Debian's leela-zero package with apt-get" && \
 		 $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq leela-zero)
+
+# Chromium for the browser test of the ratings pages (tests/test_ratings_browser.py), driven by the
+# test extras' Playwright through its executable path: Debian's package, never a browser download.
+chromium:
+	@command -v chromium >/dev/null || test -x /usr/bin/chromium || \
+		(echo "chromium not found: installing Debian's chromium package with apt-get" && \
+		 $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium)
 
 clean:
 	rm -rf build $(VENV) tengen/**/*.so tengen/**/*.c

@@ -5,11 +5,14 @@
   the session: tests use their own topic names or group ids, and must not restart it (start a
   LocalBroker of your own for that).
 - `gnugo`: the path of GNU Go (Debian's package, installed by `make gnugo` when it is missing).
+- `chromium`: the path of Chromium (Debian's package, installed by `make chromium` when it is missing),
+  for the browser test of the ratings pages (driven by Playwright through that path).
 - `triton_server`: tritonserver 2.51 from the nvidia-pytriton wheel (explicit model control) over an
   initially empty model repository; tests create models under names of their own.
 """
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -51,6 +54,21 @@ def leelaz() -> str:
         subprocess.run(["make", "-C", str(Path(__file__).resolve().parent.parent), "leelaz"], check=True)
     path = find_leelaz(None)
     assert path is not None, "make leelaz did not install leelaz"
+    return path
+
+
+def find_chromium() -> str | None:
+    """Debian's chromium (the browser the ratings pages are tested in), or None."""
+    return shutil.which("chromium") or next((p for p in ("/usr/bin/chromium",) if Path(p).is_file()), None)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Chromium's path, installed with the Makefile's target when it is missing."""
+    if find_chromium() is None:
+        subprocess.run(["make", "-C", str(Path(__file__).resolve().parent.parent), "chromium"], check=True)
+    path = find_chromium()
+    assert path is not None, "make chromium did not install chromium"
     return path
 
 

@@ -258,3 +258,106 @@ def check_persistence(workload: Workload, config: Config, ephemeral: set[str]) -
         mount, (volume, read_only) = found
         assert volume not in ephemeral, f"{workload.name} writes {path} to the ephemeral volume {volume}"
         assert not read_only, f"{workload.name} writes {path}, but {mount} is mounted read-only"
+
+
+# -- monitoring (Prometheus, Grafana) -------------------------------------------------------------
+MONITORING = REPO / "k8s" / "components" / "monitoring"
+DASHBOARD = MONITORING / "tengen-dashboard.json"
+# Triton's metrics as its documentation names them (triton-inference-server/server,
+# docs/user_guide/metrics.md: inference request counts and cumulative latencies, GPU, CPU and
+# response cache metrics; latency summaries when enabled). Triton's counters carry no _total.
+TRITON_METRICS = {
+    "nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
+    "nv_inference_exec_count", "nv_inference_pending_request_count",
+    "nv_inference_request_duration_us", "nv_inference_queue_duration_us",
+    "nv_inference_compute_input_duration_us", "nv_inference_compute_infer_duration_us",
+    "nv_inference_compute_output_duration_us",
+    *(f"nv_inference_{what}_summary_us{part}" for what in ("request", "queue", "compute_input", "compute_infer",
+                                                            "compute_output") for part in ("", "_count", "_sum")),
+    "nv_gpu_utilization", "nv_gpu_memory_total_bytes", "nv_gpu_memory_used_bytes", "nv_gpu_power_usage",
+    "nv_gpu_power_limit", "nv_energy_consumption", "nv_cpu_utilization", "nv_cpu_memory_total_bytes",
+    "nv_cpu_memory_used_bytes", "nv_cache_num_hits_per_model", "nv_cache_num_misses_per_model",
+    "nv_cache_hit_duration_per_model", "nv_cache_miss_duration_per_model",
+}
+# The services' metrics: (module, class); each class keeps its own CollectorRegistry.
+SERVICE_METRICS = [("services.trainer.service", "Metrics"), ("services.selfplay.service", "Metrics"),
+                   ("services.gating.service", "Metrics"), ("services.strength.service", "Metrics"),
+                   ("services.ratings.api", "Metrics")]
+PROMQL_FUNCTIONS = {
+    "abs", "absent", "absent_over_time", "avg_over_time", "ceil", "changes", "clamp", "clamp_max", "clamp_min",
+    "count_over_time", "day_of_month", "day_of_week", "delta", "deriv", "exp", "floor", "histogram_quantile",
+    "holt_winters", "hour", "idelta", "increase", "irate", "label_join", "label_replace", "last_over_time", "ln",
+    "log10", "log2", "max_over_time", "min_over_time", "minute", "month", "predict_linear", "present_over_time",
+    "quantile_over_time", "rate", "resets", "round", "scalar", "sgn", "sort", "sort_desc", "sqrt",
+    "stddev_over_time", "stdvar_over_time", "sum_over_time", "time", "timestamp", "vector", "year",
+    # aggregation operators
+    "sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values", "bottomk", "topk", "quantile",
+}
+PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "and", "or",
+                   "unless", "inf", "nan"}
+
+
+def exposed_metric_names() -> set[str]:
+    """Every sample name the services' /metrics can show, read from their registries: a counter
+    `x` shows `x_total` (and `x_created`), a histogram `x_bucket`, `x_sum`, `x_count`, `x_created`."""
+    from types import SimpleNamespace
+
+    names: set[str] = set()
+    for module, cls in SERVICE_METRICS:
+        factory = getattr(importlib.import_module(module), cls)
+        # The ratings service's metrics read the store's game count; a stand-in answers it.
+        book = SimpleNamespace(store=SimpleNamespace(game_count=lambda: 0))
+        metrics = factory(book) if module == "services.ratings.api" else factory()
+        for family in metrics.registry.collect():
+            suffixes = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count", "_created"),
+                        "summary": ("", "_sum", "_count", "_created")}.get(family.type, ("",))
+            names.update(family.name + suffix for suffix in suffixes)
+    return names
+
+
+def promql_metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression reads. Raises AssertionError for a function, keyword or
+    syntax it does not know (so a misspelt function is not taken for a metric, nor the reverse)."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', "", expr)  # label values
+    text = re.sub(r"\{[^{}]*\}", "", text)  # label matchers
+    text = re.sub(r"\[[^\[\]]*\]", "", text)  # ranges and subqueries
+    text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)", "", text)  # label lists
+    text = re.sub(r"\$\{?\w+\}?", "", text)  # Grafana variables
+    text = re.sub(r"\b\d+(\.\d+)?(e[+-]?\d+)?\b", "", text)  # numbers
+    assert not re.search(r"[^\w\s()+\-*/^%,<>=!.:]", text), f"unexpected characters in {expr!r}: {text!r}"
+    names = set()
+    for match in re.finditer(r"[A-Za-z_:][\w:]*", text):
+        word = match.group()
+        called = text[match.end():].lstrip().startswith("(")
+        if called:
+            assert word in PROMQL_FUNCTIONS, f"{expr!r}: unknown PromQL function {word}()"
+        elif word.lower() not in PROMQL_KEYWORDS:
+            names.add(word)
+    return names
+
+
+def prometheus_targets(config: dict) -> list[tuple[str, str, int, str]]:
+    """(job, host, port, metrics path) of each target of a prometheus.yml's static and DNS scrape configs."""
+    targets = []
+    for job in config["scrape_configs"]:
+        path = job.get("metrics_path", "/metrics")
+        for static in job.get("static_configs", []):
+            for target in static["targets"]:
+                host, port = host_port(target)
+                targets.append((job["job_name"], host, port, path))
+        for dns in job.get("dns_sd_configs", []):
+            assert dns.get("type", "SRV") == "A" and "port" in dns, f"{job['job_name']}: DNS discovery needs type A and a port"
+            targets.extend((job["job_name"], name, int(dns["port"]), path) for name in dns["names"])
+        unknown = set(job) - {"job_name", "static_configs", "dns_sd_configs", "metrics_path", "scrape_interval",
+                              "scrape_timeout", "kubernetes_sd_configs", "relabel_configs"}
+        assert not unknown, f"{job['job_name']}: unexpected keys {unknown}"
+    return targets
+
+
+def dashboard_exprs(dashboard: dict) -> list[tuple[str, str]]:
+    """(panel title, PromQL) of every query of a Grafana dashboard, rows' nested panels included."""
+    found = []
+    for panel in dashboard["panels"]:
+        for inner in [panel, *panel.get("panels", [])]:
+            found.extend((inner.get("title", ""), t["expr"]) for t in inner.get("targets", []))
+    return found

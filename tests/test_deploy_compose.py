@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import json
 import re
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -17,15 +18,21 @@ import yaml
 
 from deploy_support import (
     COMPOSE_SCHEMA,
+    DASHBOARD,
     REPO,
+    TRITON_METRICS,
     Workload,
     check_connections,
     check_entry_point,
     check_env,
     check_persistence,
+    dashboard_exprs,
     env_names_read,
+    exposed_metric_names,
     host_port,
     operator_secret,
+    prometheus_targets,
+    promql_metric_names,
 )
 from tengen.config import TritonConfig
 from tengen.infra.triton import CONFIG_TEMPLATES
@@ -285,6 +292,12 @@ def test_volumes_persist_what_services_write_and_share_what_others_read(compose:
     own = strength.mounts[results_dir]
     assert not own[1] and all(own[0] != source for other, s in services.items() if other != "strength"
                               for source, _ in workload(other, s).mounts.values()), f"{results_dir}: {own}"
+    # Ratings shows self-play's SGFs and gating's matches (its /games pages), read only, from the
+    # volumes they write, at the paths under its games dir (the data dir) where they write them.
+    ratings = workload("ratings", services["ratings"])
+    games_dir = PurePosixPath(check_env(ratings, known).run.data_dir)
+    for path, writer in ((games_dir / "sgf", "selfplay"), (games_dir / "gating", "gating")):
+        assert ratings.mounts[str(path)] == (volume_at(writer, str(path)), True), f"ratings: {path}"
     # TensorBoard reads the trainer's logs.
     logdir = services["tensorboard"]["command"][services["tensorboard"]["command"].index("--logdir") + 1]
     assert volume_at("tensorboard", logdir) == volume_at("trainer", "/data/tensorboard")
@@ -372,3 +385,125 @@ def test_services_are_hardened(compose: dict[str, Any], gpu_compose: dict[str, A
             assert service.get("mem_limit"), f"{name} has no memory limit"
             if service.get("image", "").startswith(("tengen/app", "${TENGEN")) or "services." in str(service.get("command")):
                 assert service.get("cap_drop") == ["ALL"], name
+
+
+# -- the monitoring profile -----------------------------------------------------------------------
+MONITORING = ("prometheus", "grafana")
+
+
+def bind_mounts(service: dict[str, Any]) -> dict[str, Path]:
+    """Target -> checkout path of a service's bind mounts (./... sources)."""
+    mounts = {}
+    for volume in service.get("volumes", []):
+        source, target, *_ = volume.split(":")
+        if source.startswith("./"):
+            mounts[target] = REPO / source
+    return mounts
+
+
+def metrics_port(name: str, service: dict[str, Any]) -> int | None:
+    """The port a compose service serves Prometheus metrics on, as its code or entrypoint sets it."""
+    if name == "triton":
+        port = TritonConfig().metrics_port
+        assert f"--metrics-port={port}" in (REPO / "docker" / "triton-entrypoint.sh").read_text()
+        return port
+    env = as_dict(service.get("environment"))
+    ports = [int(v) for k, v in env.items() if re.fullmatch(r"TENGEN_\w+_HTTP_PORT", k)]
+    return ports[0] if ports else None
+
+
+def test_monitoring_profile_is_optional(compose: dict[str, Any], validator: jsonschema.protocols.Validator) -> None:
+    services = compose["services"]
+    for name in MONITORING:
+        assert services[name]["profiles"] == ["monitoring"], f"{name} must start only with --profile monitoring"
+        for target, source in bind_mounts(services[name]).items():
+            assert source.exists(), f"{name}: {source} mounted at {target} is not in the checkout"
+    # Without the profile nothing changes: no other service is in a profile or waits for these.
+    for name, service in services.items():
+        if name not in MONITORING:
+            assert "profiles" not in service, name
+            assert not set(service.get("depends_on") or {}) & set(MONITORING), f"{name} depends on monitoring"
+    # The schema checks the profile's keys too (validated whole above): a misspelt one is refused.
+    broken = copy.deepcopy(compose)
+    broken["services"]["grafana"]["profile"] = ["monitoring"]
+    with pytest.raises(jsonschema.ValidationError, match="profile"):
+        validator.validate(broken)
+
+
+def test_prometheus_scrapes_every_service_where_it_serves_metrics(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    prometheus = services["prometheus"]
+    config_file = next(a.split("=", 1)[1] for a in prometheus["command"] if a.startswith("--config.file="))
+    config = yaml.safe_load(bind_mounts(prometheus)[config_file].read_text())
+    scraped = {}
+    for job, host, port, path in prometheus_targets(config):
+        assert host in services, f"job {job}: {host} is no compose service"
+        assert path == "/metrics"
+        expected = metrics_port(host, services[host])
+        assert port == expected, f"job {job}: {host}:{port}, but {host} serves its metrics on {expected}"
+        scraped[host] = job
+    serving = {name for name, service in services.items() if metrics_port(name, service) is not None}
+    assert serving >= {"trainer", "selfplay", "gating", "strength", "ratings", "triton"}
+    assert set(scraped) == serving, f"not scraped: {serving - set(scraped)}"
+    # Self-play is scaled (SELFPLAY_REPLICAS): one static target would reach one worker only.
+    selfplay_job = next(j for j in config["scrape_configs"] if j["job_name"] == scraped["selfplay"])
+    assert "dns_sd_configs" in selfplay_job, "every selfplay replica must be scraped"
+
+
+def test_grafana_reads_prometheus_and_the_one_dashboard_file(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    grafana = services["grafana"]
+    mounts = bind_mounts(grafana)
+    provisioning = mounts["/etc/grafana/provisioning"]
+    (datasource,) = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())["datasources"]
+    host, port = host_port(datasource["url"].removeprefix("http://"))
+    prometheus_port = int(services["prometheus"]["ports"][0].rsplit(":", 1)[1])
+    assert (host, port) == ("prometheus", prometheus_port) and datasource["type"] == "prometheus"
+    assert grafana["depends_on"]["prometheus"]["condition"] == "service_healthy"
+    (provider,) = yaml.safe_load((provisioning / "dashboards" / "tengen.yml").read_text())["providers"]
+    dashboards = [t for t, source in mounts.items() if source == DASHBOARD]
+    assert len(dashboards) == 1, "Grafana mounts the Kubernetes component's dashboard file, the one copy"
+    assert PurePosixPath(dashboards[0]).parent == PurePosixPath(provider["options"]["path"])
+    assert as_dict(grafana["environment"])["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"] == dashboards[0]
+    assert grafana["ports"][0].startswith("127.0.0.1:") and services["prometheus"]["ports"][0].startswith("127.0.0.1:")
+
+
+def test_dashboard_queries_metrics_that_exist() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    assert dashboard["uid"] and dashboard["title"] and dashboard["schemaVersion"] >= 36
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    known = exposed_metric_names() | TRITON_METRICS
+    exprs = dashboard_exprs(dashboard)
+    used: set[str] = set()
+    for title, expr in exprs:
+        names = promql_metric_names(expr)
+        assert names, f"{title}: {expr!r} reads no metric"
+        assert names <= known, f"{title}: {sorted(names - known)} exported by no service and not Triton's"
+        used |= names
+    # What the loop's dashboard is for: throughput, batching, the window, training speed, the lag
+    # of the served version, gating's results and Triton's queue and compute times.
+    assert used >= {"tengen_selfplay_games_total", "tengen_selfplay_positions_total", "tengen_selfplay_batches_total",
+                    "tengen_trainer_window_rows", "tengen_trainer_samples", "tengen_gating_lag_samples",
+                    "tengen_gating_candidates_total", "nv_inference_queue_duration_us",
+                    "nv_inference_compute_infer_duration_us", "nv_inference_request_success"}
+    panels = [p for row in dashboard["panels"] for p in [row, *row.get("panels", [])]]
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids)), "panel ids repeat"
+    for panel in panels:
+        grid = panel["gridPos"]
+        assert 0 <= grid["x"] and grid["x"] + grid["w"] <= 24, panel["title"]
+        if panel["type"] != "row":
+            assert panel["datasource"]["uid"] == "${datasource}", f"{panel['title']}: not the dashboard's data source"
+
+
+def test_promql_check_can_fail() -> None:
+    assert promql_metric_names('sum by (model) (rate(nv_inference_count{model="tengen"}[$__rate_interval])) / 1e3') \
+        == {"nv_inference_count"}
+    assert promql_metric_names("max(a_total) - max(b)") == {"a_total", "b"}
+    with pytest.raises(AssertionError, match="unknown PromQL function"):
+        promql_metric_names("rates(tengen_selfplay_games_total[5m])")
+    assert "tengen_selfplay_game_total" not in exposed_metric_names()  # a misspelt name is not known
+    assert {"tengen_selfplay_games_total", "tengen_ratings_request_seconds_bucket", "tengen_trainer_window_rows",
+            "tengen_trainer_games_total"} <= exposed_metric_names()
+

@@ -26,6 +26,8 @@ import pytest
 import yaml
 
 from deploy_support import (
+    DASHBOARD,
+    MONITORING,
     REPO,
     Workload,
     check_connections,
@@ -51,6 +53,7 @@ VARIANTS = {  # name -> (overlay, components)
     "gpu": ("gpu", ()),
     "cpu+ingress": ("cpu", ("ingress",)),
     "gpu+ingress": ("gpu", ("ingress",)),
+    "cpu+monitoring": ("cpu", ("monitoring",)),
 }
 POD_OWNERS = ("Deployment", "StatefulSet", "Job")
 # The pods each connection of the code must reach (their app.kubernetes.io/name).
@@ -381,6 +384,7 @@ def egress_mismatches(m: Manifests, needed: set[tuple[str, str, int]]) -> list[s
 def test_every_overlay_renders_with_and_without_the_ingress(rendered: dict[str, Manifests]) -> None:
     for name, m in rendered.items():
         assert m.names("Ingress") == ({"ratings"} if "ingress" in name else set()), name
+        assert ("tengen-grafana-dashboard" in m.names("ConfigMap")) == ("monitoring" in name), name
         for doc in m.docs:
             meta = doc["metadata"]
             if doc["kind"] != "Namespace":
@@ -559,6 +563,12 @@ def test_volumes_persist_what_services_write_and_share_what_others_read(manifest
     assert workload(m, "model-init").mounts["/data/models"] == (models_volume, False)
     trainer = workload(m, "trainer")
     assert trainer.mounts["/data/tensorboard"][0] == workload(m, "tensorboard").mounts["/data/tensorboard"][0]
+    # Ratings shows self-play's SGFs and gating's matches (its /games pages) from their claims, read only,
+    # at the paths under its games dir (the data dir) where the writers mount them.
+    ratings = workload(m, "ratings")
+    games_dir = PurePosixPath(check_env(ratings, known).run.data_dir)
+    for path, writer in ((games_dir / "sgf", "selfplay"), (games_dir / "gating", "gating")):
+        assert ratings.mounts[str(path)] == (workload(m, writer).mounts[str(path)][0], True), f"ratings: {path}"
     # Gating writes versions into the repository Triton serves, and reads the trainer's candidates.
     gating = workload(m, "gating")
     assert gating.mounts["/data/models"] == (models_volume, False)
@@ -813,3 +823,45 @@ def test_kustomize_reports_a_broken_overlay(tmp_path: Path) -> None:
         "resources": [os.path.relpath(K8S / "base", overlay)], "patches": [{"path": "patch.yaml"}]}))
     out = subprocess.run([tool("kubectl"), "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "no-such" in out.stderr
+
+
+def metrics_ports(m: Manifests) -> dict[str, int]:
+    """Each workload serving Prometheus metrics -> the container port: the services' HTTP port
+    (TENGEN_<NAME>_HTTP_PORT), Triton's metrics port."""
+    ports = {"triton": TritonConfig().metrics_port}
+    for owner, w, _ in workloads(m):
+        for key, value in w.env.items():
+            if w.is_app() and re.fullmatch(r"TENGEN_\w+_HTTP_PORT", key):
+                ports[owner["metadata"]["name"]] = int(value)
+    return ports
+
+
+def test_monitoring_component_ships_the_dashboard_and_scrapes_every_service(rendered: dict[str, Manifests]) -> None:
+    m = rendered["cpu+monitoring"]
+    dashboard = m.get("ConfigMap", "tengen-grafana-dashboard")
+    # The one copy: the ConfigMap holds the very file compose's Grafana mounts.
+    assert dashboard["data"] == {"tengen-dashboard.json": DASHBOARD.read_text()}
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"  # Grafana's dashboard sidecar
+    # `kubectl apply` keeps the object in an annotation limited to 256 KiB.
+    assert len(DASHBOARD.read_bytes()) < 200 * 1024
+    (job,) = yaml.safe_load((MONITORING / "prometheus-scrape-configs.yaml").read_text())
+    (discovery,) = job["kubernetes_sd_configs"]
+    assert discovery["role"] == "endpointslice" and discovery["namespaces"]["names"] == [NAMESPACE]
+    keep = next(r for r in job["relabel_configs"] if r.get("action") == "keep")
+    assert keep["source_labels"] == ["__meta_kubernetes_service_name", "__meta_kubernetes_endpointslice_port_name"]
+    pairs = [alternative.split(";") for alternative in re.fullmatch(r"\((.*)\)", keep["regex"]).group(1).split("|")]
+    expected = metrics_ports(m)
+    monitoring = Peer.of("prometheus", "monitoring", {"app.kubernetes.io/name": "prometheus"})
+    reached = set()
+    for service_name, port_name in pairs:
+        service = m.get("Service", service_name)
+        (port,) = [p for p in service["spec"]["ports"] if p.get("name") == port_name]
+        backends = service_backends(m, service, port["port"])
+        assert backends, f"{service_name}:{port_name} reaches no pod"
+        for owner, number in backends:
+            name = owner["metadata"]["name"]
+            assert expected.get(name) == number, f"{service_name}:{port_name} reaches {name}:{number}, not its metrics"
+            assert ingress_allowed(m, monitoring, owner, number, port_name), f"the policies block {name}:{number}"
+            reached.add(name)
+    assert reached == set(expected), f"not scraped: {set(expected) - reached}"
+

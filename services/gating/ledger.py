@@ -1,7 +1,8 @@
 """Gating's durable state under `<data_dir>/gating/`: one file per match and the decision log.
 
 - `matches/<candidate>.jsonl`: a header line (candidate, its path, the opponent version, the
-  candidate's version in Triton), then one line per finished game (MatchGameResult.to_dict), then
+  candidate's version in Triton), then one line per finished game (MatchGameResult.to_dict, with
+  its moves, which the ratings service's /games pages show), then
   a `{"reported": ...}` line once every game is in the ratings store. A crash mid-match keeps the
   games already played; the match resumes from them.
 - `decisions.jsonl`: one line per decided candidate (DECISION_FIELDS at least); `tengen run`'s

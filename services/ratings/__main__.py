@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+from pathlib import Path
 
 from tengen.infra.entrypoint import env_default, port, positive_int, stop_on_signals
 from tengen.logs import configure_logging
@@ -29,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m services.ratings",
         description="tengen ratings service: Bayesian Elo of players from rated games, "
-        "over gRPC (RatingsService) and HTTP (JSON, HTML page, /healthz, /metrics).",
+        "over gRPC (RatingsService) and HTTP (JSON, HTML page, each version's games at /games, /healthz, /metrics).",
     )
     add_store_arguments(parser)
     parser.add_argument(
@@ -53,13 +55,37 @@ def build_parser() -> argparse.ArgumentParser:
         default=env_default("TENGEN_RATINGS_CONNECT_ATTEMPTS", 10, positive_int),
         help="tries to reach the database at start, with backoff ($TENGEN_RATINGS_CONNECT_ATTEMPTS, default 10)",
     )
+    parser.add_argument(
+        "--games-dir", type=Path, default=env_default("TENGEN_RATINGS_GAMES_DIR", None),
+        help="data dir whose games the /games pages show: self-play's sgf/v<N>/*.sgf and gating's "
+        "gating/matches/ ($TENGEN_RATINGS_GAMES_DIR; default: --data-dir)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
+
+
+def games_dir(args: argparse.Namespace) -> Path:
+    """The games dir, checked: one given explicitly must be a readable directory; the default (the
+    data dir) may not exist yet (its pages say that no games are there)."""
+    path = Path(args.games_dir if args.games_dir is not None else args.data_dir)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"the games dir {path} is not a directory")
+    if args.games_dir is not None:
+        if not path.is_dir():
+            raise ValueError(f"the games dir {path} (--games-dir / $TENGEN_RATINGS_GAMES_DIR) does not exist")
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise ValueError(f"the games dir {path} is not readable")
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.verbose)
+    try:
+        games = games_dir(args)
+    except ValueError as error:
+        log.error("refusing to start: %s", error)
+        return 2
     from sqlalchemy.exc import OperationalError
 
     from services.ratings.api import RatingsApi
@@ -86,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     log.info("ratings store: %s", store.engine.url.render_as_string(hide_password=True))
     book = RatingsBook(store, prior_draws=args.prior_draws, anchor=args.anchor)
-    server = RatingsServer(RatingsApi(book, token), args.host, args.grpc_port, args.http_port)
+    server = RatingsServer(RatingsApi(book, token), args.host, args.grpc_port, args.http_port, games_dir=games)
+    log.info("games to watch: self-play SGFs and gating matches under %s (/games)", games.resolve())
     server.start()
     print(f"ratings service ready: grpc={server.grpc_port} http={server.http_port}", flush=True)
     stop.wait()

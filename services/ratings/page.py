@@ -107,6 +107,18 @@ def anchor_label(name: str) -> str:
     return f"GNU Go level {match.group(1)}" if match else name
 
 
+def version_number(row: RatingRow) -> int | None:
+    """N of a model version's ratings name `<model>-vN` (tengen.ratings.records.version_player)."""
+    match = re.fullmatch(r".+-v(\d{1,12})", row.name)
+    return int(match.group(1)) if match and row.kind == "model" else None
+
+
+def games_url(row: RatingRow) -> str | None:
+    """The page of a model version's games (services.ratings.games_page), or None."""
+    version = version_number(row)
+    return None if version is None else f"/games/v{version}"
+
+
 def reference_anchors(board: Leaderboard) -> list[RatingRow]:
     """The rated anchors (GNU Go levels and any other fixed reference), drawn as lines."""
     return [r for r in board.ratings if r.kind == "anchor" and rated(r)]
@@ -116,9 +128,10 @@ def elo_plot(
     points: Sequence[RatingRow],
     axis: Callable[[Sequence[RatingRow]], Axis] = samples_axis,
     anchors: Sequence[RatingRow] = (),
+    links: bool = False,
 ) -> str:
     """SVG of each version's rating (with interval bars) against `axis`, and each anchor's rating
-    as a dashed horizontal line."""
+    as a dashed horizontal line; with `links`, each version's point links to its games."""
     points = [p for p in points if rated(p)]
     if not points:
         return '<p class="empty">No rated model versions yet.</p>'
@@ -170,31 +183,36 @@ def elo_plot(
     for v, p in ordered:
         cx = px(v)
         tip = escape(f"{p.name}: {p.elo:.0f} [{p.elo_low:.0f}, {p.elo_high:.0f}], {p.games} games")
+        url = games_url(p) if links else None
         parts.append(
+            (f'<a href="{url}">' if url else "") +
             f'<g class="version"><title>{tip}</title>'
             f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{py(p.elo_low):.1f}" y2="{py(p.elo_high):.1f}" stroke="#3a6ea5"/>'
             f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{py(p.elo_low):.1f}" y2="{py(p.elo_low):.1f}" stroke="#3a6ea5"/>'
             f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{py(p.elo_high):.1f}" y2="{py(p.elo_high):.1f}" stroke="#3a6ea5"/>'
-            f'<circle cx="{cx:.1f}" cy="{py(p.elo):.1f}" r="3.5" fill="#1f4e79"/></g>'
+            f'<circle cx="{cx:.1f}" cy="{py(p.elo):.1f}" r="3.5" fill="#1f4e79"/></g>' + ("</a>" if url else "")
         )
     parts.append("</svg>")
     return "\n".join(parts)
 
 
-def table_row(r: RatingRow) -> str:
+def table_row(r: RatingRow, links: bool = False) -> str:
     # An unrated row's ratings are NaN: blank cells rather than "nan".
     elo = f"<td>{r.elo:.0f}</td><td>{r.elo_low:.0f} &ndash; {r.elo_high:.0f}</td>" if rated(r) else "<td></td><td></td>"
     samples = "" if r.training_samples is None else si(r.training_samples)
+    url = games_url(r) if links else None
+    watch = f'<td><a class="games" href="{url}">games</a></td>' if url else ("<td></td>" if links else "")
     return (
         f"<tr><td>{r.rank}</td><td>{escape(r.name)}</td><td>{escape(r.kind)}</td>{elo}"
-        f"<td>{r.games}</td><td>{r.wins}</td><td>{r.losses}</td><td>{r.draws}</td><td>{samples}</td></tr>"
+        f"<td>{r.games}</td><td>{r.wins}</td><td>{r.losses}</td><td>{r.draws}</td><td>{samples}</td>{watch}</tr>"
     )
 
 
-def render_page(board: Leaderboard, history: History) -> str:
+def render_page(board: Leaderboard, history: History, games: bool = False) -> str:
+    """The page; with `games`, each model version links to its games (its row and its points)."""
     s = board.summary
     anchor = f"{escape(s.anchor)} = {s.anchor_elo:g}" if s.anchor else f"mean = {s.anchor_elo:g}"
-    rows = "\n".join(table_row(r) for r in board.ratings)
+    rows = "\n".join(table_row(r, games) for r in board.ratings)
     level = f"{s.confidence * 100:g}%"
     anchors = reference_anchors(board)
     return f"""<!DOCTYPE html>
@@ -211,16 +229,16 @@ td:nth-child(2), td:nth-child(3), th:nth-child(2), th:nth-child(3) {{ text-align
 <p class="note">Bayesian Elo over {s.total_games} games; prior {s.prior_draws:g} virtual draws;
 anchor {anchor}; intervals at {level}.</p>
 <h2>Elo over training</h2>
-{elo_plot(history.points, samples_axis, anchors)}
+{elo_plot(history.points, samples_axis, anchors, games)}
 <h2>Elo over wall-clock time</h2>
-{elo_plot(history.points, hours_axis, anchors)}
+{elo_plot(history.points, hours_axis, anchors, games)}
 <h2>Leaderboard</h2>
 <table>
 <tr><th>#</th><th>player</th><th>kind</th><th>Elo</th><th>{level} interval</th><th>games</th>
-<th>wins</th><th>losses</th><th>draws</th><th>training samples</th></tr>
+<th>wins</th><th>losses</th><th>draws</th><th>training samples</th>{"<th>watch</th>" if games else ""}</tr>
 {rows}
 </table>
 <p class="note">JSON: <a href="/api/leaderboard">/api/leaderboard</a>, <a href="/api/history">/api/history</a>,
-/api/player/NAME. Metrics: <a href="/metrics">/metrics</a>.</p>
+/api/player/NAME. Metrics: <a href="/metrics">/metrics</a>.{' Games: <a href="/games">/games</a>.' if games else ""}</p>
 </body></html>
 """

@@ -5,6 +5,10 @@ HTTP routes:
     GET  /api/leaderboard     ?n=N&prior_draws=X      JSON
     GET  /api/player/NAME     ?prior_draws=X          JSON (NAME percent-encoded)
     GET  /api/history         ?prior_draws=X          JSON
+    GET  /games               versions with games to watch (services.ratings.games: the games dir)
+    GET  /games/vN            version N's sampled self-play games and its gating matches
+    GET  /games/selfplay/vN/ID        ?move=K   a self-play game as a board at move K; ID.sgf: the SGF
+    GET  /games/gating/CANDIDATE/I    ?move=K   game I of a gating match; I.sgf: the SGF
     POST /api/games           JSON {"games": [...], "players": [...]}, needs the bearer token
     GET  /healthz             200 "ok" when the database answers, else 503
     GET  /metrics             Prometheus text format
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import socket
 import threading
@@ -35,6 +40,8 @@ import grpc
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from services.ratings.api import DatabaseUnavailable, RatingsApi
+from services.ratings.games import GameLibrary
+from services.ratings.games_page import serve_games
 from services.ratings.page import render_page
 from tengen.proto import ratings_pb2 as pb
 from tengen.proto import ratings_pb2_grpc as pb_grpc
@@ -226,7 +233,7 @@ def report_from_json(raw: bytes) -> tuple[list[GameReport], list[PlayerInfo]]:
     return games_from_json(body), players_from_json(body)
 
 
-def _make_handler(api: RatingsApi, timeout: float) -> type[BaseHTTPRequestHandler]:
+def _make_handler(api: RatingsApi, timeout: float, games: GameLibrary | None = None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "tengen-ratings"
         protocol_version = "HTTP/1.1"
@@ -307,8 +314,11 @@ def _make_handler(api: RatingsApi, timeout: float) -> type[BaseHTTPRequestHandle
                 self._json(HTTPStatus.OK, to_json(api.history(self._query_prior(query))))
             elif path == "/":
                 prior = self._query_prior(query)
-                page = render_page(api.leaderboard(0, prior), api.history(prior))
+                page = render_page(api.leaderboard(0, prior), api.history(prior), games is not None)
                 self._send(HTTPStatus.OK, page.encode(), "text/html; charset=utf-8")
+            elif games is not None and (path == "/games" or path.startswith("/games/")):
+                status, body, content_type, extra = serve_games(games, path, query)
+                self._send(status, body, content_type, extra)
             else:
                 self._json(HTTPStatus.NOT_FOUND, {"error": f"no route {path}", "status": "Not Found"})
 
@@ -394,15 +404,19 @@ class RatingsServer:
         http_port: int = 8061,
         http_timeout: float = HTTP_TIMEOUT_S,
         http_workers: int = HTTP_WORKERS,
+        games_dir: str | os.PathLike[str] | None = None,
     ) -> None:
+        """`games_dir`: the data dir whose self-play SGFs and gating matches the /games pages show
+        (None: no games pages)."""
         self.api = api
+        self.games = GameLibrary(games_dir) if games_dir is not None else None
         self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="ratings-grpc"))
         pb_grpc.add_RatingsServiceServicer_to_server(RatingsServicer(api), self._grpc)
         address = f"[::]:{grpc_port}" if host in ("0.0.0.0", "::") else f"{host}:{grpc_port}"
         self.grpc_port = self._grpc.add_insecure_port(address)
         if self.grpc_port == 0:
             raise OSError(f"cannot listen for gRPC on {address}")
-        self._http = _BoundedHTTPServer((host, http_port), _make_handler(api, http_timeout), http_workers)
+        self._http = _BoundedHTTPServer((host, http_port), _make_handler(api, http_timeout, self.games), http_workers)
         self.http_port = self._http.server_address[1]
         # A short poll interval makes shutdown() return promptly.
         self._http_thread = threading.Thread(

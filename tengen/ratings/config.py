@@ -10,6 +10,7 @@ Environment variables (each overrides the built-in default; a command-line flag 
     TENGEN_RATINGS_PRIOR_DRAWS   prior weight in virtual draws (default 2, BayesElo's default)
     TENGEN_RATINGS_ANCHOR        player held at Elo 0 (default: none, the mean is held at 0)
     TENGEN_RATINGS_MAX_BATCH     most games in one report (default 1000)
+    TENGEN_RATINGS_GAMES_DIR     data dir whose self-play and gating games the service shows (default: the data dir)
     TENGEN_RATINGS_URL           gRPC address of a running service, for clients (host:port)
 """
 from __future__ import annotations
