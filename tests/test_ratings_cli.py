@@ -114,6 +114,12 @@ def test_missing_file_and_bad_flags(tmp_path: Path, capsys: pytest.CaptureFixtur
             main(["ratings", *argv, "--data-dir", str(tmp_path)])
         assert exit_.value.code == 2
         assert "must be" in capsys.readouterr().err
+    # Reading a data dir without ratings is an error, and creates nothing there.
+    typo = tmp_path / "no-such-run"
+    for action in (["top"], ["player", "tengen-v1"]):
+        code, out, err = run(capsys, *action, "--data-dir", str(typo))
+        assert code == 1 and "no ratings in" in err and not out
+    assert not typo.exists()
 
 
 @pytest.fixture
