@@ -32,6 +32,9 @@ MIN_ROUNDS = 2
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default="cpu", help="preset of both paths (default cpu)")
     parser.add_argument("--seed", type=int, default=1, help="random seed of the net and the games (default 1)")
+    parser.add_argument("--round", type=float, default=None, metavar="SECONDS",
+                        help="seconds per round and path (default: --seconds / 4, at least 20, so games finish "
+                             "within a round at the bigger presets)")
 
 
 def _positions(metrics_url: str) -> float | None:
@@ -66,8 +69,10 @@ def run(args: argparse.Namespace) -> dict:
     name = config.run.model_name
     cores = os.cpu_count() or 1
     # Both paths play for a whole round at a time; a round needs games finishing for the service's
-    # counter, so it is at least 20 s.
-    round_s = max(20.0, args.seconds / (2 * MIN_ROUNDS))
+    # counter, so it is at least 20 s unless given.
+    round_s = args.round if args.round is not None else max(20.0, args.seconds / (2 * MIN_ROUNDS))
+    if not round_s > 0:
+        raise SystemExit("--round must be positive")
     with tempfile.TemporaryDirectory(prefix="tengen-bench-loop-") as tmp:
         data_dir = Path(tmp)
         repository = ModelRepository(data_dir_repository(data_dir))

@@ -6,10 +6,10 @@ supervisor; the drill starts a new `tengen run` on the same data dir, which stop
 left), one after the other. After each kill it measures how long until self-play moves again: new
 positions counted by a worker and new games in the window. Every game id the broker holds is
 recorded just before each kill (all of them were acknowledged, acks=all); at the end the drill
-waits for every one of them to reach the window (before each broker kill the trainer is paused
-for TRAINER_PAUSE_S, so the broker dies holding games nobody has made durable yet) and counts those that never did (lost) and the
-ids the window holds twice (duplicated). The bounds are liveness timeouts: a part that does not
-come back within `recovery_s` fails the drill.
+waits for every one of them to reach the window and counts those that never did (lost) and the
+ids the window holds twice (duplicated). Before each broker kill the trainer is paused for a while
+(TRAINER_PAUSE_S by default), so the broker dies holding games nobody has made durable yet. The
+bounds are liveness timeouts: a part that does not come back within `recovery_s` fails the drill.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from typing import Callable, TextIO
 from tengen.config import Config
 from tengen.data.window import IDS, Window, WindowError
 from tengen.infra.kafka import GAMES_TOPIC
-from tengen.infra.process import stop_marked
+from tengen.infra.process import marked_processes, stop_marked
 from tengen.run.local import STATE_FILE
 from tengen.run.status import WINDOW_DIR, scrape
 
@@ -99,6 +99,7 @@ class DrillResult:
     at_risk: int = 0  # acknowledged and not in the window when a broker was killed: what it could have lost
     lost: int = 0
     duplicated: int = 0
+    left_behind: list[int] = field(default_factory=list)  # processes each killed `tengen run` left running
 
     def summary(self) -> dict:
         by_target: dict[str, list[float]] = {}
@@ -113,17 +114,19 @@ class Drill:
 
     def __init__(self, preset: str, config: Config, data_dir: Path, rounds: int, *,
                  targets: tuple[str, ...] = TARGETS, recovery_s: float = 240.0, out: TextIO = sys.stdout,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, trainer_pause_s: float = TRAINER_PAUSE_S) -> None:
         unknown = set(targets) - set(TARGETS)
         if unknown or not targets:
             raise ValueError(f"targets must be among {', '.join(TARGETS)}; got {', '.join(targets) or 'none'}")
         self.preset, self.config, self.data_dir, self.rounds = preset, config, data_dir, rounds
         self.targets, self.recovery_s, self.out = targets, recovery_s, out
+        self.trainer_pause_s = trainer_pause_s
         self.env = env if env is not None else dict(os.environ)
         self.run_log = data_dir / "chaos-run.out"
         self.proc: subprocess.Popen | None = None
         self.acknowledged: set[str] = set()
         self.at_risk = 0  # acknowledged games not yet in the window when a broker died, summed
+        self.left_behind: list[int] = []  # processes a SIGKILLed `tengen run` left running, per kill
 
     def run(self) -> DrillResult:
         result = DrillResult()
@@ -145,7 +148,7 @@ class Drill:
             ids = set(window_ids(self.data_dir, self.config))
             result.acknowledged, result.lost = len(self.acknowledged), len(self.acknowledged - ids)
             result.duplicated = self._duplicated()
-            result.at_risk = self.at_risk
+            result.at_risk, result.left_behind = self.at_risk, self.left_behind
             self._stop_run()
             return result
         finally:
@@ -166,7 +169,7 @@ class Drill:
             trainer = run_state(self.data_dir)["children"]["trainer"]
             os.kill(trainer, signal.SIGSTOP)
             try:
-                time.sleep(TRAINER_PAUSE_S)
+                time.sleep(self.trainer_pause_s)
                 self._note_acknowledged()
                 self.at_risk += len(self.acknowledged - set(window_ids(self.data_dir, self.config)))
                 broker = run_state(self.data_dir)["children"]["broker"]
@@ -181,6 +184,7 @@ class Drill:
             assert self.proc is not None
             self.proc.kill()
             self.proc.wait()
+            self.left_behind.append(len(marked_processes(str(self.data_dir.resolve()))))
             self._start_run()  # the next run finds the dead one's children and stops them first
             positions = 0.0  # the new run's workers count from zero
         else:
