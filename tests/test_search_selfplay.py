@@ -270,7 +270,7 @@ def test_policy_surprise_is_the_kl_of_the_target_from_the_root_prior() -> None:
 
 
 def test_full_searches_record_their_policy_surprise() -> None:
-    assert SelfplaySettings.from_config(TINY).surprise_weighting  # the presets' default, for now
+    assert not SelfplaySettings.from_config(TINY).surprise_weighting  # off until an A/B turns it on
 
     def play(surprise: bool) -> game_pb2.GameRecord:
         config = settings(permanent_branch_prob=0.0, handicap_prob=0.0, full_visits=8, fast_visits=2,
