@@ -167,6 +167,17 @@ def test_soft_policy_weight_comes_from_the_preset(filled_window: Window) -> None
     assert on["policy"] == off["policy"] and off["total"] < on["total"]
 
 
+def test_l2_comes_from_the_preset(filled_window: Window) -> None:
+    """trainer.l2 is the loss's c: 0 drops the term, 1e-3 is 1e-3 times the weights' squared norm."""
+    torch.manual_seed(0)
+    none = Learner(tiny_config(l2=0.0), filled_window, seed=5)
+    assert none.step()["l2"] == 0.0
+    torch.manual_seed(0)
+    strong = Learner(tiny_config(l2=1e-3), filled_window, seed=5)
+    norm = sum(float((p.detach() ** 2).sum()) for p in strong.model.parameters() if p.requires_grad)
+    assert strong.step()["l2"] == pytest.approx(1e-3 * norm, rel=1e-3)
+
+
 def test_training_waits_for_rows_and_keeps_pace_with_data(filled_window: Window) -> None:
     assert not Learner(tiny_config(min_rows_to_train=10_000), filled_window).can_train()
     # About samples_per_row samples per row ever appended, then it waits for more games.

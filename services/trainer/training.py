@@ -207,7 +207,7 @@ class Learner:
         self.model = build_model(config.arch).to(self.device)
         self.model.train()
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.0, momentum=config.momentum)
-        self.loss_weights = LossWeights(soft_policy=config.soft_policy_weight)
+        self.loss_weights = LossWeights(soft_policy=config.soft_policy_weight, l2=config.l2)
         self.swa = SwaAverager(config.swa_decay)
         self.counters = Counters(next_snapshot=config.snapshot_every, next_candidate=config.candidate_every)
         self.seed = seed
