@@ -84,9 +84,12 @@ class TrainerConfig:
     warmup_samples: int = 5_000_000  # lower learning rate at the start (§4.7)
     warmup_lr_factor: float = 1.0 / 3.0
     l2: float = 3e-5
-    # The auxiliary soft policy head's loss weight (tengen.nn.loss; 0 = off): KataGo's 8x, which
-    # makes up for the soft target's much smaller gradients once trained.
-    soft_policy_weight: float = 8.0
+    # The auxiliary soft policy head's loss weight (tengen.nn.loss; 0 = off). KataGo uses 8x (it makes
+    # up for the soft target's much smaller gradients once trained), but on this box it cost strength:
+    # two cpu7 loops of 30 CPU-minutes each, the one with 8x scored 38.5 of 100 games against the one
+    # without (Wilson 95% [0.30, 0.48]; `tengen bench ab --preset cpu7 --seconds 1800 --a
+    # trainer.soft_policy_weight=0`, README "KataGo's later methods, measured"). Off by default.
+    soft_policy_weight: float = 0.0
     window_c: int = 250_000  # N_window = c(1 + beta((N_total/c)^alpha - 1)/alpha)
     window_alpha: float = 0.75
     window_beta: float = 0.4
