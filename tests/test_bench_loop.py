@@ -17,7 +17,7 @@ import pytest
 def test_bench_loop_prints_both_paths_and_their_ratio() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "tengen.cli", "bench", "loop", "--preset", "tiny", "--seconds", "1",
-         "--round", "5"],
+         "--round", "2"],
         capture_output=True, text=True, check=True, timeout=600,
     )
     lines = result.stdout.strip().splitlines()
@@ -27,7 +27,7 @@ def test_bench_loop_prints_both_paths_and_their_ratio() -> None:
     assert loop > 0 and local > 0  # the service's games reached its counter while it ran
     assert abs(figures["ratio_loop_vs_in_process"] - loop / local) <= 0.01 * loop / local
     assert sum(line.startswith("  round ") for line in lines) == figures["rounds"]
-    assert figures["round_s"] == 5.0
+    assert figures["round_s"] == 2.0
 
 
 def _processes_mentioning(text: str) -> list[int]:

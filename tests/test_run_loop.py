@@ -1,12 +1,12 @@
 """The whole loop on one machine: `tengen run --preset tiny` from an empty data dir to a promoted
 model version and a ratings table, with the real broker, Triton, ratings on SQLite, trainer, gating,
-strength and selfplay (the worker killed once on the way and restarted); then a clean stop on
-Ctrl-C (exit 0, no process of the run left). Then the faults, on the same data dir, through the
-drill of `tengen chaos`: the broker SIGKILLed while the trainer is paused, the trainer, Triton,
-ratings and `tengen run` itself SIGKILLed in turn; after each, self-play moves again on its own, no
-acknowledged game is lost or duplicated, and the run that follows the killed one stops what it left
-and continues from the promoted version. The bounds are liveness timeouts, not speed claims. (One
-loop for all of it: the suite's time budget.)"""
+strength and selfplay (the worker killed once on the way and restarted). Then the faults on the same
+running loop, through the drill of `tengen chaos`: the broker SIGKILLed while the trainer is paused,
+the trainer, Triton, ratings and `tengen run` itself SIGKILLed in turn; after each, self-play moves
+again on its own, no acknowledged game is lost or duplicated, and the run that follows the killed
+one stops what it left and continues. Finally a clean stop on Ctrl-C (exit 0, no process of any of
+the runs left). The bounds are liveness timeouts, not speed claims. (One loop for all of it: the
+suite's time budget.)"""
 from __future__ import annotations
 
 import io
@@ -27,7 +27,6 @@ from tengen.run.chaos import TARGETS, Drill
 
 TENGEN = str(Path(sys.executable).with_name("tengen"))
 PROMOTION_DEADLINE_S = 420  # from nothing to a promotion; about 2-4 minutes on the 2-core box
-STOP_DEADLINE_S = 240  # the services' grace periods add up to about this in the worst case
 RECOVERY_S = 240  # generous: a service restart with backoff, Triton reloading its models
 
 
@@ -74,17 +73,6 @@ def _versions(data_dir: Path) -> list[int]:
     return sorted(int(p.name) for p in model_dir.iterdir() if p.name.isdigit()) if model_dir.is_dir() else []
 
 
-def _stop(proc: subprocess.Popen, sig: int | None) -> int:
-    if sig is not None:
-        proc.send_signal(sig)
-    try:
-        return proc.wait(timeout=STOP_DEADLINE_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise
-
-
 def _tail(path: Path, n: int = 6000) -> str:
     return path.read_text(errors="replace")[-n:] if path.exists() else ""
 
@@ -105,6 +93,15 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path, gnugo: 
                                  "--status-every", "10"], stdout=sink, stderr=subprocess.STDOUT, env=env)
     pids: dict[str, int] = {}
     killed: int | None = None  # the selfplay worker killed once games flow, to see it restarted
+    # After the promotion, the faults on the same running loop, through the drill of `tengen chaos`
+    # (tengen.run.chaos): the broker SIGKILLed while the trainer is paused (every game it had
+    # acknowledged still reaches the window, once), the trainer, Triton, ratings and `tengen run`
+    # itself SIGKILLed in turn (the next run stops what the killed one left and continues); after
+    # each, self-play moves again on its own. Then Ctrl-C stops the last run.
+    drill_env = dict(_env(data_dir), TENGEN_STRENGTH__GAMES="2", TENGEN_STRENGTH__GNUGO_LEVELS="0")
+    report = io.StringIO()
+    drill = Drill("tiny", load_config("tiny", env=drill_env), data_dir, rounds=1, recovery_s=RECOVERY_S,
+                  out=report, env=drill_env, trainer_pause_s=5.0)
     try:
         deadline = time.monotonic() + PROMOTION_DEADLINE_S
         promoted: list[dict] = []
@@ -124,14 +121,24 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path, gnugo: 
                 break
         assert proc.poll() is None, f"tengen run exited early:\n{_tail(out)}\n{_logs(data_dir)}"
         assert promoted, f"no promotion within {PROMOTION_DEADLINE_S} s:\n{_tail(out)}\n{_logs(data_dir)}"
-        code = _stop(proc, signal.SIGINT)  # Ctrl-C
+        result = drill.run(proc, stop_signal=signal.SIGINT)  # ends with Ctrl-C to the last run: exit 0
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-            stop_marked(str(data_dir.resolve()))  # a failed test must not leave a loop running
+        stop_marked(str(data_dir.resolve()))  # a failed test must not leave a loop running
     text = out.read_text(errors="replace")
-    assert code == 0, text[-6000:]
+    last = drill.run_log.read_text(errors="replace")  # the runs the drill started after killing one
+
+    assert [r.target for r in result.recoveries] == list(TARGETS), report.getvalue()
+    assert result.at_risk >= 5, "the pause left nothing for the broker to lose; nothing was tested"
+    assert result.lost == 0 and result.duplicated == 0, result.summary()
+    assert "the broker lost" in (data_dir / "logs" / "selfplay-0.log").read_text(errors="replace")  # and resent
+    # The killed run left its children running (broker, Triton and its stub, ratings, trainer,
+    # gating, strength, selfplay); the next one stopped them and continued.
+    assert result.left_behind and result.left_behind[0] >= 7, result.left_behind
+    assert "processes left running by an earlier run" in last and "continuing from version" in last
+    assert "wrote version 1" not in last
 
     # Every service ran, and each is gone now (no orphan holds the data dir).
     for name in ("broker", "ratings", "trainer", "gating", "strength", "selfplay-0"):
@@ -142,15 +149,16 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path, gnugo: 
     assert _leftovers(str(data_dir)) == []
     assert not (data_dir / "run.json").exists()
 
-    # What the run printed: version 1 made, status lines (stdout is not a terminal), the summary.
+    # What the first run printed: version 1 made, status lines (stdout is not a terminal); what the
+    # last printed when Ctrl-C stopped it: the summary.
     assert "wrote version 1 (random b2c32 net)" in text
     assert "] games " in text and "| version " in text
-    assert "SIGINT: stopping" in text
     # The killed worker was restarted (the run went on to the promotion without it dying again).
     assert killed is not None and "selfplay-0 died (killed by signal 9)" in text
     assert pids["selfplay-0"] != killed
-    assert f"run stopped. Everything is in {data_dir}" in text
-    assert "tengen ratings top --data-dir" in text and "tensorboard --logdir" in text
+    assert "SIGINT: stopping" in last
+    assert f"run stopped. Everything is in {data_dir}" in last
+    assert "tengen ratings top --data-dir" in last and "tensorboard --logdir" in last
 
     # The promotion: the decision names the version, which is in the repository.
     decision = promoted[-1]
@@ -176,26 +184,3 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path, gnugo: 
         (1, "gnugo-l0", 2, 7, 9.0), (1, "gnugo-l1", 2, 7, 9.0)]
     anchors = {r["name"]: r for r in board["ratings"] if r["kind"] == "anchor"}
     assert {"gnugo-l0", "gnugo-l1"} <= set(anchors) and anchors["gnugo-l0"]["games"] >= 2
-
-    # Faults, through the drill of `tengen chaos` (tengen.run.chaos) on the same data dir: a run that
-    # continues from the promoted version, then the broker SIGKILLed while the trainer is paused
-    # (every game it had acknowledged still reaches the window, once), the trainer, Triton, ratings
-    # and `tengen run` itself SIGKILLed in turn; after each, self-play moves again on its own.
-    version_before = max(_versions(data_dir))
-    drill_env = dict(_env(data_dir), TENGEN_STRENGTH__GAMES="2", TENGEN_STRENGTH__GNUGO_LEVELS="0")
-    report = io.StringIO()
-    drill = Drill("tiny", load_config("tiny", env=drill_env), data_dir, rounds=1, recovery_s=RECOVERY_S,
-                  out=report, env=drill_env, trainer_pause_s=8.0)
-    result = drill.run()
-    assert [r.target for r in result.recoveries] == list(TARGETS), report.getvalue()
-    assert result.at_risk >= 5, "the pause left nothing for the broker to lose; nothing was tested"
-    assert result.lost == 0 and result.duplicated == 0, result.summary()
-    assert "the broker lost" in (data_dir / "logs" / "selfplay-0.log").read_text(errors="replace")  # and resent
-    # The killed run left its children running (broker, Triton and its stub, ratings, trainer,
-    # gating, strength, selfplay); the next one stopped them and continued.
-    assert result.left_behind and result.left_behind[0] >= 7, result.left_behind
-    drill_out = drill.run_log.read_text(errors="replace")
-    assert f"continuing from version {version_before}" in drill_out
-    assert "processes left running by an earlier run" in drill_out
-    assert "wrote version 1" not in drill_out
-    assert _leftovers(str(data_dir)) == []

@@ -128,11 +128,17 @@ class Drill:
         self.at_risk = 0  # acknowledged games not yet in the window when a broker died, summed
         self.left_behind: list[int] = []  # processes a SIGKILLed `tengen run` left running, per kill
 
-    def run(self) -> DrillResult:
+    def run(self, running: subprocess.Popen | None = None, stop_signal: int = signal.SIGTERM) -> DrillResult:
+        """The drill on `running` (a `tengen run` on this data dir) or on a run it starts; the run
+        (the last one, after supervisor kills) is stopped with `stop_signal` at the end and must
+        exit 0."""
         result = DrillResult()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
-            self._start_run()
+            if running is None:
+                self._start_run()
+            else:
+                self.proc = running
             self._wait(lambda: len(window_ids(self.data_dir, self.config)) >= 5, "the first games in the window")
             for n in range(1, self.rounds + 1):
                 for target in self.targets:
@@ -149,7 +155,7 @@ class Drill:
             result.acknowledged, result.lost = len(self.acknowledged), len(self.acknowledged - ids)
             result.duplicated = self._duplicated()
             result.at_risk, result.left_behind = self.at_risk, self.left_behind
-            self._stop_run()
+            self._stop_run(stop_signal)
             return result
         finally:
             if self.proc is not None and self.proc.poll() is None:
@@ -221,12 +227,13 @@ class Drill:
             self.proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=self.env)
         self._wait(lambda: bool(run_state(self.data_dir).get("children")), "tengen run to start its services")
 
-    def _stop_run(self) -> None:
+    def _stop_run(self, stop_signal: int) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(stop_signal)
             code = self.proc.wait(timeout=300)
             if code != 0:
-                raise DrillError(f"tengen run exited with {code} on SIGTERM (see {self.run_log})")
+                raise DrillError(f"tengen run exited with {code} on {signal.Signals(stop_signal).name} "
+                                 f"(see {self.run_log})")
 
     def _wait(self, condition: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + self.recovery_s
