@@ -31,6 +31,12 @@ def _override(text: str) -> tuple[str, str]:
     return f"TENGEN_{section.upper()}__{name.upper()}", value
 
 
+def _setting(config, env_key: str) -> object:
+    """The value `config` took for TENGEN_<SECTION>__<KEY> (what _override made)."""
+    section, name = env_key.removeprefix("TENGEN_").lower().split("__", 1)
+    return getattr(getattr(config, section), name)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default="cpu7", help="preset of both arms (default cpu7)")
     parser.add_argument("--a", type=_override, action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -77,8 +83,7 @@ def _arm(name: str, preset: str, env: dict[str, str], seed: int, cpu_seconds: fl
         learner.close()
     figures = {"games": len(result.records), "rows": window.n_total, "samples": result.samples,
                "candidates": len(result.candidates), "cpu_s": round(time.process_time() - start, 1),
-               "settings": {key: getattr(getattr(config, key.split("__")[0][7:].lower()), key.split("__")[1].lower())
-                            for key in env}}
+               "settings": {key: _setting(config, key) for key in env}}
     export_model(result.final_net, Path(out) / f"{name}.pt", samples_seen=result.samples, extra={"arm": name})
     (Path(out) / f"{name}.json").write_text(json.dumps(figures))
 
