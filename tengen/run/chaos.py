@@ -7,9 +7,9 @@ left), one after the other. After each kill it measures how long until self-play
 positions counted by a worker and new games in the window. Every game id the broker holds is
 recorded just before each kill (all of them were acknowledged, acks=all); at the end the drill
 waits for every one of them to reach the window and counts those that never did (lost) and the
-ids the window holds twice (duplicated). Before each broker kill the trainer is paused for a while
-(TRAINER_PAUSE_S by default), so the broker dies holding games nobody has made durable yet. The
-bounds are liveness timeouts: a part that does not come back within `recovery_s` fails the drill.
+ids the window holds twice (duplicated). Before each broker kill the trainer is paused (at least
+TRAINER_PAUSE_S, and on until AT_RISK_GOAL games wait), so the broker dies holding games nobody has
+made durable yet. The bounds are liveness timeouts: a part that does not come back within `recovery_s` fails the drill.
 """
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 TARGETS = ("trainer", "broker", "triton", "ratings", "supervisor")
 TRAINER_PAUSE_S = 15.0  # before a broker kill: games pile up on the broker, acknowledged, not ingested
+AT_RISK_GOAL = 5  # ... and the pause goes on until this many wait (a slow box makes fewer games per second)
 
 
 class DrillError(RuntimeError):
@@ -175,9 +176,7 @@ class Drill:
             trainer = run_state(self.data_dir)["children"]["trainer"]
             os.kill(trainer, signal.SIGSTOP)
             try:
-                time.sleep(self.trainer_pause_s)
-                self._note_acknowledged()
-                self.at_risk += len(self.acknowledged - set(window_ids(self.data_dir, self.config)))
+                self.at_risk += self._pile_up()
                 broker = run_state(self.data_dir)["children"]["broker"]
                 positions = selfplay_positions(self.data_dir)  # self-play went on during the pause
                 start = time.monotonic()
@@ -201,6 +200,18 @@ class Drill:
         self._wait(lambda: selfplay_positions(self.data_dir) > positions
                    and len(window_ids(self.data_dir, self.config)) > games, f"the loop to move after {target}")
         return time.monotonic() - start
+
+    def _pile_up(self) -> int:
+        """With the trainer paused: wait at least trainer_pause_s and until AT_RISK_GOAL acknowledged
+        games are not in the window (bounded by recovery_s); returns how many wait."""
+        start = time.monotonic()
+        while True:
+            time.sleep(1.0)
+            self._note_acknowledged()
+            waiting = len(self.acknowledged - set(window_ids(self.data_dir, self.config)))
+            elapsed = time.monotonic() - start
+            if (elapsed >= self.trainer_pause_s and waiting >= AT_RISK_GOAL) or elapsed >= self.recovery_s:
+                return waiting
 
     def _note_acknowledged(self) -> None:
         bootstrap = run_state(self.data_dir).get("endpoints", {}).get("kafka")
