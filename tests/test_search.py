@@ -10,7 +10,7 @@ import pytest
 from tengen.go import features, passalive
 from tengen.go.board import WHITE, Board
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, PREV_PASS_1
-from tengen.search.mcts import NNCache, Tree, backup_batch, expected_atan, select_batch
+from tengen.search.mcts import NNCache, Tree, backup_batch, dirichlet_alphas, expected_atan, select_batch
 from tengen.search.search import prune_visits, read_result, run
 
 # Black to move on 7x7. Two chains in a semeai: Black's (row 2) has one liberty at the right
@@ -70,6 +70,18 @@ class Hashed:
             value[i] = out[bh * bw + 1:bh * bw + 4]
             score[i] = out[-1], abs(out[-1]) + 1.0
         return {"policy": policy, "value": value, "score": score, "ownership": np.zeros((n, h, w), np.float32)}
+
+
+class Peaked:
+    """9x9: the same policy everywhere, three moves (points 0, 1, 2) at equal logits, the other
+    79 and pass 12 nats below them."""
+
+    logits = np.r_[np.zeros(3), np.full(79, -12.0)].astype(np.float32)
+
+    def evaluate(self, spatial: np.ndarray, global_inputs: np.ndarray) -> dict[str, np.ndarray]:
+        n = spatial.shape[0]
+        return {"policy": np.tile(self.logits, (n, 1)), "value": np.zeros((n, 3), np.float32),
+                "score": np.zeros((n, 2), np.float32), "ownership": np.zeros((n, 9, 9), np.float32)}
 
 
 _PROJECTIONS: dict[tuple[int, int], np.ndarray] = {}
@@ -329,6 +341,51 @@ def test_dirichlet_noise_spreads_over_legal_moves_with_the_scaled_alpha() -> Non
         maxima.append(priors.max())
     # Dirichlet(alpha=0.132) over 82 moves: the largest share averages about 0.3; uniform = 0.012.
     assert 0.15 < np.mean(maxima) < 0.5
+
+
+def test_shaped_dirichlet_alphas_by_hand() -> None:
+    # log min(0.01, P): [ln .01, ln .01, ln .001, ln .0001], mean -6.3321; above it: 1.7269 twice, 0
+    # twice; so the shaped half goes 1/2, 1/2, 0, 0 and the alphas are 4 (0.5 (shaped + 1/4)).
+    priors = np.array([0.5, 0.3, 0.001, 0.0001])
+    np.testing.assert_allclose(dirichlet_alphas(priors, 4.0, True), [1.5, 1.5, 0.5, 0.5], rtol=1e-6)
+    np.testing.assert_allclose(dirichlet_alphas(priors, 4.0, False), [1.0, 1.0, 1.0, 1.0])
+    # Every prior at or above 0.01 (or all equal): nothing stands out, uniform.
+    np.testing.assert_allclose(dirichlet_alphas(np.array([0.2, 0.3, 0.5]), 3.0, True), [1.0, 1.0, 1.0])
+    # A move far above the hopeless mass but below 1%: shaped noise gives it more than the uniform
+    # share, the hopeless ones less.
+    priors = np.array([0.9, 0.09, 0.005] + [1e-6] * 47)
+    shaped = dirichlet_alphas(priors, 10.83, True)
+    assert shaped.sum() == pytest.approx(10.83)
+    assert shaped[2] > 3 * 10.83 / 50 and shaped[3] < 10.83 / 50
+
+
+def test_shaped_noise_lands_where_its_alphas_say() -> None:
+    # Noise weight just below 1, temperature 1: each root prior is a Dirichlet share, whose mean is
+    # alpha_k / total; 300 seeded searches of the empty 9x9 under a fixed one-hot-ish policy.
+    board = Board(9)
+    legal = board.legal_moves()
+    expected = dirichlet_alphas(softmax_over(Peaked().logits, legal)[legal], 10.83, True) / 10.83
+    means = np.zeros(82)
+    for seed in range(300):
+        tree = Tree(NNCache(0, 81), noise_weight=0.999, root_policy_temperature=1.0, shaped_noise=True, seed=seed)
+        run(board, Peaked(), 1, tree=tree, noise=True)
+        means += tree.root_priors() / 300
+    # The three favoured moves get 4x the share of the 79 others on average (by hand: 0.5 (1/3 +
+    # 1/82) = 0.1728 each against 0.5 / 82 = 0.0061).
+    assert expected[:3] == pytest.approx([0.1728] * 3, abs=1e-4)
+    assert means[:3] == pytest.approx(expected[:3], abs=0.04)
+    assert means[3:81].mean() == pytest.approx(0.5 / 82, rel=0.25)
+
+
+@pytest.mark.parametrize(("turns", "temperature"), [(0, 1.25), (9, 1.175), (18, 1.1375)])
+def test_root_temperature_decays_with_a_half_life_of_the_board_side(turns: int, temperature: float) -> None:
+    boards = random_position(9, turns, seed=3) if turns else [Board(9)]
+    tree = Tree(NNCache(100, 81), noise_weight=0.0, root_policy_temperature=1.1, root_policy_temperature_early=1.25)
+    run(boards[-1], Hashed(), 10, tree=tree, noise=True)
+    assert tree.root_temperature == pytest.approx(temperature)
+    raw = tree.raw_policy().astype(np.float64)
+    tempered = raw ** (1 / temperature)
+    np.testing.assert_allclose(tree.root_priors(), tempered / tempered.sum(), rtol=1e-5, atol=1e-8)
 
 
 def softmax_over(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:

@@ -25,7 +25,9 @@ cdef struct SearchParams:
     double root_fpu_reduction   # at the root when noise is on
     double noise_weight
     double dirichlet_alpha_total
-    double root_policy_temperature
+    double root_policy_temperature        # late in the game
+    double root_policy_temperature_early  # at the first move, decaying towards the late one
+    bint shaped_noise                      # half the Dirichlet alpha shaped by the log policy
     double score_utility_weight  # c_score
 
 

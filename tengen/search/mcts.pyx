@@ -17,8 +17,11 @@ Search (paper §5.1-5.4):
   the visited children always form a prefix of the edges ordered by prior (ties by position).
   Selection therefore scans only the visited children plus one candidate, and a node's edges are
   ordered lazily, one selection step per new child.
-- Root only: policy temperature and Dirichlet noise (alpha = total / legal moves) when `noise` is
-  on; forced playouts n = sqrt(2 P sum N) when `forced_playouts` is on (policy target pruning is
+- Root only, when `noise` is on: policy temperature T = T_late + (T_early - T_late) 0.5^(t / B)
+  at turn t (B the board's side; KataGo's later runs use 1.25 decaying to 1.1), then Dirichlet
+  noise, alpha = total / legal moves, or shaped (KataGo's later runs): half the total spread
+  uniformly, half in proportion to max(0, log min(0.01, P) - mean over the legal moves of that log),
+  which favours moves the policy rates low but still far above the mass of hopeless moves; forced playouts n = sqrt(2 P sum N) when `forced_playouts` is on (policy target pruning is
   `tengen.search.search.prune_visits`).
 - Utility = P(win) - P(loss) + c_score E[(2/pi) atan((x - x0) / B)] for a score x ~ N(mu, sigma^2)
   predicted by the net, x0 = the root's predicted score mean at the start of the search, B the
@@ -409,6 +412,36 @@ cdef bint _all_pass_alive(const float* spatial, int plane, int y_size, int x_siz
 
 # ------------------------------------------------------------------------------ the tree
 
+cdef void _dirichlet_alphas(const float* prior, int m, double total, bint shaped, double* out) noexcept nogil:
+    """Per-move Dirichlet alphas summing to `total`: uniform, or (shaped) half uniform and half in
+    proportion to how far log min(0.01, P) stands above its mean over the m moves."""
+    cdef int k
+    cdef double mean = 0.0, excess = 0.0
+    if shaped:
+        for k in range(m):
+            out[k] = log(min(0.01, <double>prior[k]) + 1e-20)
+            mean += out[k] / m
+        for k in range(m):
+            out[k] = max(0.0, out[k] - mean)
+            excess += out[k]
+    if not shaped or excess <= 0:
+        for k in range(m):
+            out[k] = total / m
+        return
+    for k in range(m):
+        out[k] = total * 0.5 * (out[k] / excess + 1.0 / m)
+
+
+def dirichlet_alphas(prior, double total, bint shaped) -> np.ndarray:
+    """The Dirichlet alphas the root noise draws with, for priors over the legal moves."""
+    cdef float[::1] p = np.ascontiguousarray(prior, dtype=np.float32)
+    out = np.zeros(p.shape[0], np.float64)
+    cdef double[::1] o = out
+    if p.shape[0] > 0:
+        _dirichlet_alphas(&p[0], <int>p.shape[0], total, shaped, &o[0])
+    return out
+
+
 cdef inline double _value_sign(int pla) noexcept nogil:
     return 1.0 if pla == C_BLACK else -1.0
 
@@ -472,10 +505,13 @@ cdef class Tree:
     def __cinit__(self, NNCache cache not None, *, double cpuct=1.1, double fpu_reduction=0.2,
                   double root_fpu_reduction=0.0, double noise_weight=0.25,
                   double dirichlet_alpha_total=10.83, double root_policy_temperature=1.03,
+                  root_policy_temperature_early=None, bint shaped_noise=False,
                   double score_utility_weight=0.5, uint64_t seed=0):
+        cdef double t_early = (root_policy_temperature if root_policy_temperature_early is None
+                               else root_policy_temperature_early)
         if not (cpuct > 0 and fpu_reduction >= 0 and root_fpu_reduction >= 0
                 and 0 <= noise_weight < 1 and dirichlet_alpha_total > 0
-                and root_policy_temperature > 0 and score_utility_weight >= 0):
+                and root_policy_temperature > 0 and t_early > 0 and score_utility_weight >= 0):
             raise ValueError("search parameters out of range: cpuct, alpha and temperature must be > 0, "
                              "FPU reductions and c_score >= 0, noise weight in [0, 1)")
         self.cache = cache
@@ -485,6 +521,8 @@ cdef class Tree:
         self.p.noise_weight = noise_weight
         self.p.dirichlet_alpha_total = dirichlet_alpha_total
         self.p.root_policy_temperature = root_policy_temperature
+        self.p.root_policy_temperature_early = t_early
+        self.p.shaped_noise = shaped_noise
         self.p.score_utility_weight = score_utility_weight
         cdef uint64_t st = seed
         cdef int i
@@ -1233,33 +1271,47 @@ cdef class Tree:
         """Keep the raw root policy, then apply the policy temperature and Dirichlet noise."""
         cdef Node* n = &self.nodes[self.root]
         cdef int start = n.edge_start, k, m = n.num_edges
-        cdef double total = 0.0, g, alpha
-        cdef double* noise
+        cdef double total = 0.0, g, temperature
+        cdef double* alpha
         memset(self.raw_root, 0, sizeof(self.raw_root))
         for k in range(start, start + m):
             self.raw_root[self._move_index(self.e_loc[k])] = self.e_prior[k]
         self.raw_root_known = True
         if not self.noise:
             return
+        temperature = self._root_temperature()
         for k in range(start, start + m):
-            self.e_prior[k] = exp(log(max(self.e_prior[k], 1e-30)) / self.p.root_policy_temperature)
+            self.e_prior[k] = exp(log(max(self.e_prior[k], 1e-30)) / temperature)
             total += self.e_prior[k]
         for k in range(start, start + m):
             self.e_prior[k] /= total
         if self.p.noise_weight <= 0:
             return
-        noise = <double*>malloc(m * sizeof(double))
-        if noise == NULL:
+        alpha = <double*>malloc(m * sizeof(double))
+        if alpha == NULL:
             return  # no memory for noise: the search goes on without it
-        alpha = self.p.dirichlet_alpha_total / m
+        _dirichlet_alphas(&self.e_prior[start], m, self.p.dirichlet_alpha_total, self.p.shaped_noise, alpha)
         total = 0.0
         for k in range(m):
-            noise[k] = _gamma(self.rng, alpha)
-            total += noise[k]
+            alpha[k] = _gamma(self.rng, alpha[k])  # the draw replaces its alpha
+            total += alpha[k]
         for k in range(m):
-            g = noise[k] / total if total > 0 else 1.0 / m
+            g = alpha[k] / total if total > 0 else 1.0 / m
             self.e_prior[start + k] = (1.0 - self.p.noise_weight) * self.e_prior[start + k] + self.p.noise_weight * g
-        free(noise)
+        free(alpha)
+
+    @property
+    def root_temperature(self) -> float:
+        """The root policy temperature a noised search of the current root uses."""
+        if self.root_board is None:
+            raise RuntimeError("no root: set_position first")
+        return self._root_temperature()
+
+    cdef double _root_temperature(self) noexcept nogil:
+        """The root policy temperature at this root's turn (its board's moves so far)."""
+        return self.p.root_policy_temperature + (
+            self.p.root_policy_temperature_early - self.p.root_policy_temperature) * (
+            0.5 ** (self.root_board.num_moves / self.board_len))
 
     cdef void _expand_from_cache(self, int ni, int e) noexcept nogil:
         cdef Node* n = &self.nodes[ni]
