@@ -62,6 +62,9 @@ class SearchConfig:
     root_policy_temperature: float = 1.03
     root_policy_temperature_early: float = 1.03
     shaped_noise: bool = False
+    # Every net evaluation in search under a random symmetry of the board, and NN cache hits for
+    # positions that are rotations or mirror images of cached ones (tengen.search.mcts).
+    random_symmetry: bool = False
     score_utility_weight: float = 0.5  # c_score
     temperature_start: float = 0.8
     temperature_end: float = 0.2

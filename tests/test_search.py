@@ -10,7 +10,8 @@ import pytest
 from tengen.go import features, passalive
 from tengen.go.board import WHITE, Board
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, PREV_PASS_1
-from tengen.search.mcts import NNCache, Tree, backup_batch, dirichlet_alphas, expected_atan, select_batch
+from tengen.search.mcts import (NNCache, Tree, backup_batch, dirichlet_alphas, expected_atan, select_batch,
+                                symmetry_index)
 from tengen.search.search import prune_visits, read_result, run
 
 # Black to move on 7x7. Two chains in a semeai: Black's (row 2) has one liberty at the right
@@ -82,6 +83,32 @@ class Peaked:
         n = spatial.shape[0]
         return {"policy": np.tile(self.logits, (n, 1)), "value": np.zeros((n, 3), np.float32),
                 "score": np.zeros((n, 2), np.float32), "ownership": np.zeros((n, 9, 9), np.float32)}
+
+
+class Equivariant:
+    """A 'net' that commutes with the board's symmetries: each point's policy logit is a weighted
+    sum of its feature planes plus its four neighbours' stones; value and score from plane totals.
+    Any symmetry of its input gives the same output, mapped: random symmetry must change nothing."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def evaluate(self, spatial: np.ndarray, global_inputs: np.ndarray) -> dict[str, np.ndarray]:
+        n, c, h, w = spatial.shape
+        self.rows += n
+        weights = np.linspace(-1.0, 1.0, c, dtype=np.float32)
+        local = np.einsum("nchw,c->nhw", spatial, weights)
+        stones = spatial[:, 1] - spatial[:, 2]
+        padded = np.pad(stones, ((0, 0), (1, 1), (1, 1)))
+        local += 0.7 * (padded[:, :-2, 1:-1] + padded[:, 2:, 1:-1] + padded[:, 1:-1, :-2] + padded[:, 1:-1, 2:])
+        local = np.where(spatial[:, 0] > 0, local, -30.0)
+        policy = np.concatenate([local.reshape(n, h * w), np.full((n, 1), -1.0, np.float32)], axis=1)
+        own, opp = spatial[:, 1].sum(axis=(1, 2)), spatial[:, 2].sum(axis=(1, 2))
+        libs = spatial[:, 3:6].sum(axis=(1, 2, 3))
+        value = np.stack([0.1 * own + 0.01 * libs, 0.1 * opp, np.zeros(n)], axis=1).astype(np.float32)
+        score = np.stack([own - opp + 0.05 * libs, np.ones(n)], axis=1).astype(np.float32)
+        return {"policy": policy.astype(np.float32), "value": value, "score": score,
+                "ownership": np.zeros((n, h, w), np.float32)}
 
 
 _PROJECTIONS: dict[tuple[int, int], np.ndarray] = {}
@@ -386,6 +413,108 @@ def test_root_temperature_decays_with_a_half_life_of_the_board_side(turns: int, 
     raw = tree.raw_policy().astype(np.float64)
     tempered = raw ** (1 / temperature)
     np.testing.assert_allclose(tree.root_priors(), tempered / tempered.sum(), rtol=1e-5, atol=1e-8)
+
+
+def test_symmetry_index_is_the_dihedral_group() -> None:
+    # 9x9, point (x=1, y=2) = index 19: its 8 images, by hand.
+    images = [symmetry_index(s, 19, 9, 9) for s in range(8)]
+    assert images == [19, 2 * 9 + 7, 6 * 9 + 1, 6 * 9 + 7, 1 * 9 + 2, 1 * 9 + 6, 7 * 9 + 2, 7 * 9 + 6]
+    assert symmetry_index(5, 81, 9, 9) == 81  # pass
+    assert [symmetry_index(s, 0, 9, 7) for s in range(4)] == [0, 8, 54, 62]  # 9 wide, 7 high
+    with pytest.raises(ValueError):
+        symmetry_index(4, 0, 9, 7)  # a rectangle has no transpose
+
+
+def _game(moves: list[int], size: int, sym: int = 0) -> list[Board]:
+    boards = [Board(size)]
+    for move in moves:
+        board = boards[-1].copy()
+        board.play(symmetry_index(sym, move, size, size))
+        boards.append(board)
+    return boards
+
+
+@pytest.mark.parametrize(("leaves", "side"), [(1, 9), (8, 9), (8, 13)])
+def test_random_symmetry_with_an_equivariant_net_changes_no_visit(leaves: int, side: int) -> None:
+    # The same search, symmetry off and on: identical visits and values (the net commutes with the
+    # symmetries, so only a wrong mapping of features or policy would show), and the shared cache
+    # turns positions that mirror each other into hits. side > 9: the board in a larger buffer's
+    # corner, as a runner of mixed board sizes writes it.
+    moves = [int(m) for m in np.random.default_rng(5).permutation(81)[:7]]
+    history = _game(moves, 9)
+    results, rows = [], []
+    for symmetric in (False, True):
+        evaluator = Equivariant()
+        tree = Tree(NNCache(10000, 81), random_symmetry=symmetric, seed=3)
+        tree.set_position(history[-1], history[-2], history[-3])
+        tree.start_search(300)
+        spatial, global_inputs = buffers(leaves, side)
+        while not tree.done:
+            n = tree.select_leaves(leaves, spatial, global_inputs)
+            if n:
+                out = evaluator.evaluate(spatial[:n], global_inputs[:n])
+                tree.backup(out["policy"], out["value"], out["score"])
+        results.append(read_result(tree))
+        tree.check()
+        rows.append(evaluator.rows)
+    off, on = results
+    np.testing.assert_array_equal(off.moves, on.moves)
+    np.testing.assert_array_equal(off.visits, on.visits)
+    np.testing.assert_allclose(off.priors, on.priors, rtol=1e-5)
+    assert on.root_utility == pytest.approx(off.root_utility, abs=1e-9)
+    assert rows[1] <= rows[0]
+
+
+def test_random_symmetry_reads_an_asymmetric_net_through_the_drawn_symmetry() -> None:
+    # Hashed is no function of the board's symmetry class: the root's raw policy must be exactly
+    # the net's policy under one of the 8 symmetries, mapped back, and the draw must vary by seed.
+    history = _game([40, 30, 22, 50], 9)
+    board = history[-1]
+    legal = board.legal_moves()
+    sp = np.zeros((1, NUM_SPATIAL, 9, 9), np.float32)
+    gl = np.zeros((1, NUM_GLOBAL), np.float32)
+    features.encode(board, sp[0], gl[0], history[-2], history[-3])
+    candidates = []
+    for s in range(8):
+        moved = np.zeros_like(sp)
+        for i in range(81):
+            j = symmetry_index(s, i, 9, 9)
+            moved[0, :, j // 9, j % 9] = sp[0, :, i // 9, i % 9]
+        logits = Hashed().evaluate(moved, gl)["policy"][0]
+        candidates.append(softmax_over(logits[[symmetry_index(s, i, 9, 9) for i in range(82)]], legal))
+    drawn = set()
+    for seed in range(24):
+        tree = Tree(NNCache(0, 81), random_symmetry=True, seed=seed)
+        run(board, Hashed(), 1, prev1=history[-2], prev2=history[-3], tree=tree)
+        raw = tree.raw_policy().astype(np.float64)
+        match = [s for s in range(8) if np.allclose(raw, candidates[s], rtol=1e-4, atol=1e-7)]
+        assert len(match) == 1, f"seed {seed}: the policy is no symmetry's"
+        drawn.add(match[0])
+    assert len(drawn) >= 6
+
+
+def test_a_mirrored_transposition_is_a_cache_hit_mapped_back() -> None:
+    # The same game played rotated (symmetry 6: transpose, then mirror y): with random symmetry its
+    # root is a hit of the first game's entry, its policy that entry mapped.
+    moves = [40, 12, 30, 58, 3]
+    for sym in range(1, 8):
+        cache = NNCache(1000, 81)
+        first, rotated = _game(moves, 9), _game(moves, 9, sym)
+        tree = Tree(cache, random_symmetry=True, seed=0)
+        run(first[-1], Hashed(), 1, prev1=first[-2], prev2=first[-3], tree=tree)
+        policy = tree.raw_policy().copy()
+        evaluator = Hashed()
+        tree = Tree(cache, random_symmetry=True, seed=1)
+        run(rotated[-1], evaluator, 1, prev1=rotated[-2], prev2=rotated[-3], tree=tree)
+        assert evaluator.batches == [], f"symmetry {sym}: not a hit"
+        mapped = tree.raw_policy()
+        np.testing.assert_allclose([mapped[symmetry_index(sym, i, 9, 9)] for i in range(82)], policy, rtol=1e-6)
+    # Without random symmetry the rotated game is a miss (the key is not canonical).
+    cache = NNCache(1000, 81)
+    run(_game(moves, 9)[-1], Hashed(), 1, tree=Tree(cache, seed=0))
+    evaluator = Hashed()
+    run(_game(moves, 9, 6)[-1], evaluator, 1, tree=Tree(cache, seed=0))
+    assert len(evaluator.batches) == 1
 
 
 def softmax_over(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ cdef struct SearchParams:
     double root_policy_temperature        # late in the game
     double root_policy_temperature_early  # at the first move, decaying towards the late one
     bint shaped_noise                      # half the Dirichlet alpha shaped by the log policy
+    bint random_symmetry                   # each evaluation under a random symmetry, cache keys canonical
     double score_utility_weight  # c_score
 
 

@@ -39,6 +39,15 @@ The NN cache (`NNCache`, bounded LRU, shared by any number of trees) maps a key 
 hash, player to move, simple-ko point, the last five moves, rules, komi and board size to the
 evaluation (policy over the legal moves, value, score) and the position's ladder plane, which
 features of its children reuse as their LADDERED_1/2 planes instead of reading ladders again.
+
+Random symmetry (`random_symmetry`, the AlphaGo Zero notes): every leaf's features are written
+under one of the board's symmetries drawn at random (8 on a square board, the 4 mirrorings on a
+rectangle) and its policy is read back through the same symmetry, so the net's own asymmetries
+average out over the search. The cache key is then the smallest of the position's keys under all
+those symmetries, and its entry is stored in that canonical orientation: a position reached as a
+rotation or mirror image of a cached one (the same stones, ko point and last five moves, each
+mapped) is a hit, its policy and ladder plane mapped back. Every feature plane is equivariant
+(the on-board mask too: a smaller board stays in the buffer's corner), so that is sound.
 """
 cimport cython
 from libc.math cimport M_PI, atan, ceil, cos, exp, log, sqrt, tan
@@ -412,6 +421,68 @@ cdef bint _all_pass_alive(const float* spatial, int plane, int y_size, int x_siz
 
 # ------------------------------------------------------------------------------ the tree
 
+cdef uint64_t SYM_ZOBRIST[2][MAX_AREA + 3]  # [black/white][move index]; + pass and "none" codes
+
+
+cdef void _fill_sym_zobrist() noexcept nogil:
+    cdef int c, i
+    for c in range(2):
+        for i in range(MAX_AREA + 3):
+            SYM_ZOBRIST[c][i] = _mix(0xC0FFEE + <uint64_t>(c * (MAX_AREA + 3) + i) * 0x9E3779B97F4A7C15ULL)
+
+
+_fill_sym_zobrist()
+
+
+cdef inline int _sym_index(int s, int i, int x_size, int y_size) noexcept nogil:
+    """Move index i (y * x_size + x) under symmetry s: transpose if s & 4 (square boards only),
+    then mirror x if s & 1, then mirror y if s & 2."""
+    cdef int x = i % x_size, y = i // x_size, t
+    if s & 4:
+        t = x
+        x = y
+        y = t
+    if s & 1:
+        x = x_size - 1 - x
+    if s & 2:
+        y = y_size - 1 - y
+    return y * x_size + x
+
+
+def symmetry_index(int s, int index, int x_size, int y_size) -> int:
+    """Where symmetry s (0..7, as the search applies it) takes a move index (pass: area)."""
+    if not (0 <= s < (8 if x_size == y_size else 4)) or not (0 <= index <= x_size * y_size):
+        raise ValueError(f"no symmetry {s} of move {index} on {x_size}x{y_size}")
+    return index if index == x_size * y_size else _sym_index(s, index, x_size, y_size)
+
+
+cdef void _transform_planes(float* spatial, int planes, int buf_h, int buf_w, int y_size, int x_size,
+                            int s) noexcept nogil:
+    """Each plane's board region rewritten under symmetry s: new[T(p)] = old[p]."""
+    cdef float tmp[MAX_AREA]
+    cdef float* pl
+    cdef int c, i, j
+    for c in range(planes):
+        pl = spatial + c * buf_h * buf_w
+        for i in range(x_size * y_size):
+            tmp[i] = pl[(i // x_size) * buf_w + i % x_size]
+        for i in range(x_size * y_size):
+            j = _sym_index(s, i, x_size, y_size)
+            pl[(j // x_size) * buf_w + j % x_size] = tmp[i]
+
+
+cdef void _map_bits(const uint64_t* src, uint64_t* dst, int x_size, int y_size, int s, bint scatter) noexcept nogil:
+    """Board bits under symmetry s: scatter dst[T(p)] = src[p], or gather dst[p] = src[T(p)]."""
+    cdef int i, j, area = x_size * y_size
+    memset(dst, 0, ((area + 63) // 64) * sizeof(uint64_t))
+    for i in range(area):
+        j = _sym_index(s, i, x_size, y_size)
+        if scatter and (src[i >> 6] >> (i & 63)) & 1:
+            dst[j >> 6] |= (<uint64_t>1) << (j & 63)
+        elif not scatter and (src[j >> 6] >> (j & 63)) & 1:
+            dst[i >> 6] |= (<uint64_t>1) << (i & 63)
+
+
 cdef void _dirichlet_alphas(const float* prior, int m, double total, bint shaped, double* out) noexcept nogil:
     """Per-move Dirichlet alphas summing to `total`: uniform, or (shaped) half uniform and half in
     proportion to how far log min(0.01, P) stands above its mean over the m moves."""
@@ -495,6 +566,10 @@ cdef class Tree:
     cdef int* pend_node
     cdef uint64_t* pend_key
     cdef unsigned char* pend_alive
+    cdef unsigned char* pend_sym            # the symmetry each pending leaf's features were written under
+    cdef unsigned char* pend_canon          # the symmetry that takes it to its cache entry's orientation
+    cdef int key_sym                        # that symmetry for the last _position_key
+    cdef int num_sym                        # symmetries of the board: 8 square, 4 rectangular
     cdef readonly int num_pending
     cdef int cap_pending
     cdef int buf_h                          # geometry of the batch buffers of pending leaves
@@ -505,7 +580,7 @@ cdef class Tree:
     def __cinit__(self, NNCache cache not None, *, double cpuct=1.1, double fpu_reduction=0.2,
                   double root_fpu_reduction=0.0, double noise_weight=0.25,
                   double dirichlet_alpha_total=10.83, double root_policy_temperature=1.03,
-                  root_policy_temperature_early=None, bint shaped_noise=False,
+                  root_policy_temperature_early=None, bint shaped_noise=False, bint random_symmetry=False,
                   double score_utility_weight=0.5, uint64_t seed=0):
         cdef double t_early = (root_policy_temperature if root_policy_temperature_early is None
                                else root_policy_temperature_early)
@@ -523,6 +598,7 @@ cdef class Tree:
         self.p.root_policy_temperature = root_policy_temperature
         self.p.root_policy_temperature_early = t_early
         self.p.shaped_noise = shaped_noise
+        self.p.random_symmetry = random_symmetry
         self.p.score_utility_weight = score_utility_weight
         cdef uint64_t st = seed
         cdef int i
@@ -540,6 +616,8 @@ cdef class Tree:
         free(self.pend_node)
         free(self.pend_key)
         free(self.pend_alive)
+        free(self.pend_sym)
+        free(self.pend_canon)
 
     # -------------------------------------------------------------- arenas
 
@@ -642,6 +720,7 @@ cdef class Tree:
             self.area = board.x_size * board.y_size
             self.words = (self.area + 63) // 64
             self.board_len = sqrt(<double>self.area)
+            self.num_sym = 8 if self.x_size == self.y_size else 4
         else:
             board.copy_into(self.root_board)
         self.katago_scoring = scoring == "katago"
@@ -1008,11 +1087,16 @@ cdef class Tree:
             free(self.pend_node)
             free(self.pend_key)
             free(self.pend_alive)
+            free(self.pend_sym)
+            free(self.pend_canon)
             self.pend_node = <int*>malloc(k * sizeof(int))
             self.pend_key = <uint64_t*>malloc(k * sizeof(uint64_t))
             self.pend_alive = <unsigned char*>malloc(k)
+            self.pend_sym = <unsigned char*>malloc(k)
+            self.pend_canon = <unsigned char*>malloc(k)
             self.cap_pending = k
-            if self.pend_node == NULL or self.pend_key == NULL or self.pend_alive == NULL:
+            if (self.pend_node == NULL or self.pend_key == NULL or self.pend_alive == NULL
+                    or self.pend_sym == NULL or self.pend_canon == NULL):
                 self.cap_pending = 0
                 raise MemoryError()
         self.buf_h = buf_h
@@ -1141,16 +1225,50 @@ cdef class Tree:
         self._add_value(ni, n.term_u, n.term_w, n.term_l, x, x * x)
 
     cdef uint64_t _position_key(self) noexcept nogil:
-        """NN cache key of the scratch position: what the features see of it."""
-        cdef uint64_t h = _mix(self.scratch.pos_hash ^ self.rules_key)
-        cdef int i, m
-        h = _mix(h ^ (<uint64_t>self.scratch.next_color << 40)
-                 ^ (<uint64_t>(self.scratch.ko_loc + 2) << 44))
+        """NN cache key of the scratch position: what the features see of it. With random
+        symmetry: the smallest key over the board's symmetries (key_sym: the one that gives it)."""
+        cdef uint64_t h, best = 0
+        cdef int i, m, s
+        self.key_sym = 0
+        if not self.p.random_symmetry:
+            h = _mix(self.scratch.pos_hash ^ self.rules_key)
+            h = _mix(h ^ (<uint64_t>self.scratch.next_color << 40)
+                     ^ (<uint64_t>(self.scratch.ko_loc + 2) << 44))
+            for i in range(min(5, self.scratch.num_moves)):
+                m = self.scratch.num_moves - 1 - i
+                h = _mix(h ^ (<uint64_t>(self.scratch.hist_loc[m] + 1) << 8)
+                         ^ (<uint64_t>self.scratch.hist_color[m] << 4) ^ <uint64_t>(i + 1))
+            return h
+        for s in range(self.num_sym):
+            h = self._key_under(s)
+            if s == 0 or h < best:
+                best = h
+                self.key_sym = s
+        return best
+
+    cdef uint64_t _key_under(self, int s) noexcept nogil:
+        """The scratch position's key with every point, the ko point and the last moves mapped by s."""
+        cdef uint64_t h = 0
+        cdef int i, m, c, stride = self.x_size + 1
+        for i in range(self.area):
+            c = self.scratch.color[(i // self.x_size + 1) * stride + i % self.x_size + 1]
+            if c == C_BLACK or c == C_WHITE:
+                h ^= SYM_ZOBRIST[c - C_BLACK][_sym_index(s, i, self.x_size, self.y_size)]
+        h = _mix(h ^ self.rules_key)
+        h = _mix(h ^ (<uint64_t>self.scratch.next_color << 40) ^ (<uint64_t>self._sym_code(self.scratch.ko_loc, s) << 44))
         for i in range(min(5, self.scratch.num_moves)):
             m = self.scratch.num_moves - 1 - i
-            h = _mix(h ^ (<uint64_t>(self.scratch.hist_loc[m] + 1) << 8)
+            h = _mix(h ^ (<uint64_t>self._sym_code(self.scratch.hist_loc[m], s) << 8)
                      ^ (<uint64_t>self.scratch.hist_color[m] << 4) ^ <uint64_t>(i + 1))
         return h
+
+    cdef inline int _sym_code(self, int loc, int s) noexcept nogil:
+        """A location for a key under symmetry s: its mapped move index, area for pass, area + 1 for none."""
+        if loc == PASS_LOC:
+            return self.area
+        if loc < 0:
+            return self.area + 1
+        return _sym_index(s, self._move_index(loc), self.x_size, self.y_size)
 
     cdef int _make_edges(self, int ni) noexcept nogil:
         """The legal moves of the scratch position (at the root: the allowed ones) as ni's edges."""
@@ -1193,7 +1311,7 @@ cdef class Tree:
         return self._bits_before(ni, up - 1)
 
     cdef int _evaluate_new(self, int ni, float* spatial, float* glob, int buf_h, int buf_w) noexcept nogil:
-        cdef int e, k, bits, plane = buf_h * buf_w
+        cdef int e, k, bits, sym, plane = buf_h * buf_w
         cdef uint64_t key
         cdef bint all_alive
         if ni != self.root and self.scratch.passes >= 2:
@@ -1211,7 +1329,11 @@ cdef class Tree:
             bits = self._alloc_bits()
             if bits < 0 or self._make_edges(ni) != 0:
                 return -1
-            memcpy(&self.bits[bits], &self.cache.bits[e * self.cache.words], self.words * sizeof(uint64_t))
+            if self.key_sym:
+                _map_bits(&self.cache.bits[e * self.cache.words], &self.bits[bits], self.x_size, self.y_size,
+                          self.key_sym, False)
+            else:
+                memcpy(&self.bits[bits], &self.cache.bits[e * self.cache.words], self.words * sizeof(uint64_t))
             self.nodes[ni].bits = bits
             self._expand_from_cache(ni, e)
             return PLAYOUT_DONE
@@ -1229,6 +1351,13 @@ cdef class Tree:
         if ni != self.root and all_alive:
             self._set_terminal(ni)
             return PLAYOUT_DONE
+        sym = 0
+        if self.p.random_symmetry:
+            sym = <int>(_next_u64(self.rng) % <uint64_t>self.num_sym)
+            if sym:
+                _transform_planes(spatial, NUM_SPATIAL, buf_h, buf_w, self.y_size, self.x_size, sym)
+        self.pend_sym[self.num_pending] = sym
+        self.pend_canon[self.num_pending] = self.key_sym
         self.nodes[ni].state = NODE_PENDING
         k = ni
         while k >= 0:
@@ -1320,7 +1449,7 @@ cdef class Tree:
         cdef int k
         cdef double total = 0.0
         for k in range(n.edge_start, n.edge_start + n.num_edges):
-            self.e_prior[k] = pol[self._move_index(self.e_loc[k])]
+            self.e_prior[k] = pol[self._sym_move(self.e_loc[k], self.key_sym)]
             total += self.e_prior[k]
         for k in range(n.edge_start, n.edge_start + n.num_edges):
             self.e_prior[k] = self.e_prior[k] / total if total > 0 else 1.0 / n.num_edges
@@ -1351,13 +1480,16 @@ cdef class Tree:
         return 0
 
     cdef void _backup_one(self, int i, const float* logits, const float* v, const float* score) noexcept nogil:
-        cdef int ni = self.pend_node[i], k, e, loc, idx
+        cdef int ni = self.pend_node[i], k, e, loc, idx, sym = self.pend_sym[i], canon = self.pend_canon[i]
         cdef Node* n = &self.nodes[ni]
         cdef double mx = -1e300, total = 0.0, w, l, nr, vm, mu, sigma
-        cdef int stride = self.x_size + 1
         for k in range(n.edge_start, n.edge_start + n.num_edges):
             loc = self.e_loc[k]
-            idx = self.buf_h * self.buf_w if loc == PASS_LOC else (loc // stride - 1) * self.buf_w + loc % stride - 1
+            if loc == PASS_LOC:
+                idx = self.buf_h * self.buf_w
+            else:  # the features were written under sym: the move's point is where sym took it
+                idx = _sym_index(sym, self._move_index(loc), self.x_size, self.y_size)
+                idx = (idx // self.x_size) * self.buf_w + idx % self.x_size
             self.e_prior[k] = logits[idx]
             if logits[idx] > mx:
                 mx = logits[idx]
@@ -1380,13 +1512,17 @@ cdef class Tree:
         if e >= 0:
             memset(&self.cache.policy[<size_t>e * self.cache.stride], 0, self.cache.stride * sizeof(float))
             for k in range(n.edge_start, n.edge_start + n.num_edges):
-                self.cache.policy[<size_t>e * self.cache.stride + self._move_index(self.e_loc[k])] = self.e_prior[k]
+                self.cache.policy[<size_t>e * self.cache.stride + self._sym_move(self.e_loc[k], canon)] = self.e_prior[k]
             self.cache.vals[e * 5] = w
             self.cache.vals[e * 5 + 1] = l
             self.cache.vals[e * 5 + 2] = nr
             self.cache.vals[e * 5 + 3] = mu
             self.cache.vals[e * 5 + 4] = sigma
-            memcpy(&self.cache.bits[e * self.cache.words], &self.bits[n.bits], self.words * sizeof(uint64_t))
+            if canon:
+                _map_bits(&self.bits[n.bits], &self.cache.bits[e * self.cache.words], self.x_size, self.y_size,
+                          canon, True)
+            else:
+                memcpy(&self.cache.bits[e * self.cache.words], &self.bits[n.bits], self.words * sizeof(uint64_t))
             self.cache.all_alive[e] = self.pend_alive[i]
         k = ni  # release the virtual loss along the path
         while k >= 0:
@@ -1398,6 +1534,12 @@ cdef class Tree:
         if loc == PASS_LOC:
             return self.area
         return (loc // (self.x_size + 1) - 1) * self.x_size + loc % (self.x_size + 1) - 1
+
+    cdef inline int _sym_move(self, int loc, int s) noexcept nogil:
+        """The move index of loc under symmetry s (pass stays pass)."""
+        if loc == PASS_LOC or s == 0:
+            return self._move_index(loc)
+        return _sym_index(s, self._move_index(loc), self.x_size, self.y_size)
 
 
 # ------------------------------------------------------------------------------ many trees at once

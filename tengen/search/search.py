@@ -113,6 +113,7 @@ def new_tree(cache: NNCache, config: SearchConfig, seed: int) -> Tree:
         noise_weight=config.noise_weight, dirichlet_alpha_total=config.dirichlet_alpha_total,
         root_policy_temperature=config.root_policy_temperature,
         root_policy_temperature_early=config.root_policy_temperature_early, shaped_noise=config.shaped_noise,
+        random_symmetry=config.random_symmetry,
         score_utility_weight=config.score_utility_weight, seed=seed,
     )
 
