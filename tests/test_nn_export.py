@@ -116,3 +116,19 @@ def test_torch_evaluator_rejects_bad_batches(exported: Path) -> None:
         evaluator.evaluate(spatial, global_inputs[:, :3])
     with pytest.raises(ValueError, match="batch sizes differ"):
         evaluator.evaluate(spatial, np.concatenate([global_inputs, global_inputs]))
+
+
+def test_a_nested_bottleneck_net_exports_its_served_heads_only(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    net = build_model("b1c32nbt").train()
+    spatial, global_inputs = batch([(9, 9), (7, 7)], seed=4)
+    net.training_outputs(spatial, global_inputs)  # move the one batch norm's statistics
+    export_model(net, tmp_path / "model.pt", samples_seen=1)
+    module, metadata = load_export(tmp_path / "model.pt")
+    assert metadata["architecture"]["name"] == "b1c32nbt" and metadata["architecture"]["nested"]
+    with torch.no_grad():
+        loaded = module(spatial, global_inputs)
+        served = net.training_outputs(spatial, global_inputs)[1][1]  # the same in training mode
+    torch.testing.assert_close(loaded[0], served.policy_logits, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(loaded[1], served.value_logits, atol=1e-5, rtol=1e-5)
+    assert not [name for name in module.state_dict() if name.startswith("bn_")]

@@ -13,6 +13,7 @@ from tengen.nn.loss import (
     LossWeights,
     Targets,
     compute_loss,
+    compute_training_loss,
     score_distribution,
     soft_policy_target,
 )
@@ -299,3 +300,42 @@ def test_tiny_net_overfits_a_fixed_batch() -> None:
         last = terms["total"].item()
     # measured, above the soft floor (31.8): ~23 -> ~2.3, the policy targets' entropy
     assert last - soft_floor < (first - soft_floor) / 5, (first, last, soft_floor)
+
+
+def test_training_loss_of_a_one_batch_norm_net_weights_its_two_head_sets() -> None:
+    torch.manual_seed(0)
+    model = build_model("b1c32nbt").train()
+    spatial, global_inputs = batch([(9, 9), (7, 7), (9, 9)], seed=2)
+    weighted = model.training_outputs(spatial, global_inputs)
+    targets = Targets(
+        policy=torch.eye(82)[[10, 20, 30]],  # one on-board point each (the 7x7 sits in the corner)
+        opponent_policy=torch.zeros(3, 82),
+        value=torch.tensor([[1.0, 0, 0], [0, 1.0, 0], [0.5, 0.5, 0]]),
+        score=torch.tensor([3.5, -12.0, 4.0]),
+        ownership=torch.randint(-1, 2, (3, 9, 9)).float() * weighted[0][1].mask,
+        weight=torch.tensor([1.0, 0.5, 1.0]),
+    )
+    terms = compute_training_loss(weighted, targets, model=model)
+    behind_bn, served = (compute_loss(out, targets) for _, out in weighted)
+    for name in LOSS_TERMS[:-1]:
+        torch.testing.assert_close(terms[name], 0.8 * behind_bn[name] + 0.2 * served[name])
+    assert terms["l2"].item() == pytest.approx(3e-5 * sum((p**2).sum().item() for p in model.parameters()), rel=1e-5)
+    torch.testing.assert_close(terms["total"], sum(terms[k] for k in LOSS_TERMS))
+    # Both head sets and the one batch norm learn; the served heads' own loss falls too.
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    first = None
+    for _ in range(25):
+        weighted = model.training_outputs(spatial, global_inputs)
+        terms = compute_training_loss(weighted, targets, model=model)
+        optimizer.zero_grad()
+        terms["total"].backward()
+        assert model.bn_norm.weight.grad is not None and model.policy_head.out_conv.weight.grad is not None
+        optimizer.step()
+        served_policy = compute_loss(weighted[1][1], targets)["policy"].item()
+        first = served_policy if first is None else first
+    assert served_policy < 0.5 * first
+    # A plain net: exactly compute_loss.
+    plain = build_model("b1c16")
+    out = plain(spatial, global_inputs)
+    torch.testing.assert_close(compute_training_loss([(1.0, out)], targets, plain)["total"],
+                               compute_loss(out, targets, plain)["total"])

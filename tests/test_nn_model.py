@@ -15,7 +15,10 @@ from tengen.nn.model import (
     GlobalPoolResBlock,
     InferenceNet,
     KataGoNet,
+    FixedScaleNormReLU,
+    MaskedBatchNormReLU,
     ModelOutputs,
+    NestedBottleneckBlock,
     board_geometry,
     build_model,
     score_parity,
@@ -223,3 +226,67 @@ def test_global_inputs_bias_the_trunk() -> None:
     with torch.no_grad():
         a, b = model(spatial, global_inputs), model(spatial, changed)
     assert not torch.allclose(a.value_logits, b.value_logits)
+
+
+def test_nested_bottleneck_nets_have_the_plain_nets_compute_and_the_fixed_scales() -> None:
+    def conv_macs(model: KataGoNet) -> int:  # 3x3 and 1x1 convolutions of the blocks, per point
+        return sum(m.weight.numel() for m in model.trunk.blocks.modules() if isinstance(m, torch.nn.Conv2d))
+
+    for plain, nested in (("b4c48", "b4c64nbt"), ("b6c96", "b6c128nbt")):
+        assert conv_macs(build_model(nested)) == pytest.approx(conv_macs(build_model(plain)), rel=0.05)
+    model = build_model("b4c64nbt")
+    blocks = list(model.trunk.blocks)
+    assert all(isinstance(b, NestedBottleneckBlock) and len(b.inner) == 2 and b.down.out_channels == 32
+               for b in blocks)
+    # K = 1/sqrt(1 + branches summed so far): the trunk stream before each block and at the end,
+    # the inner stream before each inner block and before the 1x1 back up.
+    assert [b.pre_norm.scale for b in blocks] == pytest.approx([1, 2 ** -0.5, 3 ** -0.5, 0.5])
+    assert model.trunk.final_norm.scale == pytest.approx(5 ** -0.5)
+    assert [inner.norm1.scale for inner in blocks[0].inner] == pytest.approx([1, 2 ** -0.5])
+    assert blocks[0].post_norm.scale == pytest.approx(3 ** -0.5)
+    # The global pooling block sits inside block 2 (of 4, one pooling block), at half width.
+    assert [isinstance(b.inner[0], GlobalPoolResBlock) for b in blocks] == [False, False, True, False]
+    assert not any(isinstance(m, MaskedBatchNormReLU) for m in InferenceNet(model).modules())
+
+
+def test_fixed_variance_initialisation_keeps_the_stream_at_its_input_variance() -> None:
+    # At initialisation, what each trunk norm passes on (x * K) keeps about the variance of the
+    # first block's input, while the residual stream itself (x) grows with every block.
+    torch.manual_seed(0)
+    model = build_model("b6c128nbt").train()
+    spatial, global_inputs = batch([(9, 9)] * 16, seed=1)
+    on = spatial[:, 0] > 0
+    seen: list[tuple[float, float]] = []
+
+    def record(module: FixedScaleNormReLU, inputs: tuple[torch.Tensor, ...], _output: torch.Tensor) -> None:
+        x = inputs[0].permute(1, 0, 2, 3)[:, on]
+        seen.append((float(x.var()), float((x * module.scale).var())))
+
+    for norm in [b.pre_norm for b in model.trunk.blocks] + [model.trunk.final_norm]:
+        norm.register_forward_hook(record)
+    with torch.no_grad():
+        model(spatial, global_inputs)
+    raw, scaled = zip(*seen)
+    assert raw[-1] > 4 * raw[0]
+    assert all(0.5 * scaled[0] < v < 2 * scaled[0] for v in scaled)
+
+
+def test_one_batch_norm_trains_two_head_sets_and_serves_the_one_without_it() -> None:
+    torch.manual_seed(0)
+    model = build_model("b1c32nbt").train()
+    spatial, global_inputs = batch([(9, 9), (7, 7), (9, 9)], seed=2)
+    (w_bn, behind_bn), (w_served, served) = model.training_outputs(spatial, global_inputs)
+    assert (w_bn, w_served) == (pytest.approx(0.8), pytest.approx(0.2))
+    torch.testing.assert_close(served.policy_logits, model(spatial, global_inputs).policy_logits)
+    assert not torch.allclose(behind_bn.value_logits, served.value_logits)
+    # No batch statistics on the served path: training and inference mode compute the same function.
+    before = model.bn_norm.running_mean.clone()
+    model.eval()
+    with torch.no_grad():
+        for a, b in zip(served, model(spatial, global_inputs)):
+            torch.testing.assert_close(a, b)
+    assert torch.equal(model.bn_norm.running_mean, before)
+    assert not torch.allclose(before, torch.zeros_like(before))  # the training pass moved it
+    # A plain net has one set of heads, weighted 1.
+    plain = build_model("b1c16").train()
+    assert [w for w, _ in plain.training_outputs(spatial, global_inputs)] == [1.0]

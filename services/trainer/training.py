@@ -33,7 +33,7 @@ import torch
 
 from tengen.config import TrainerConfig
 from tengen.data.window import Batch, Window
-from tengen.nn.loss import LossWeights, Targets, compute_loss
+from tengen.nn.loss import LossWeights, Targets, compute_training_loss
 from tengen.nn.model import SOFT_POLICY_PREFIX, KataGoNet, build_model, predates_soft_policy
 
 CHECKPOINT_FORMAT = "tengen-trainer-checkpoint-1"
@@ -230,8 +230,8 @@ class Learner:
         rate = learning_rate(self.counters.samples, self.config)
         for group in self.optimizer.param_groups:
             group["lr"] = rate * self.config.batch_size
-        outputs = self.model(spatial, global_inputs)
-        terms = compute_loss(outputs, targets, self.model, self.loss_weights)
+        terms = compute_training_loss(self.model.training_outputs(spatial, global_inputs), targets, self.model,
+                                      self.loss_weights)
         self.optimizer.zero_grad(set_to_none=True)
         finite = bool(torch.isfinite(terms["total"]))
         if finite:

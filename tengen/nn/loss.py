@@ -208,3 +208,22 @@ def compute_loss(
     # what it is without that term, which a vectorised sum does not guarantee.
     terms["total"] = sum((terms[name] for name in LOSS_TERMS[1:]), terms[LOSS_TERMS[0]])
     return terms
+
+
+def compute_training_loss(
+    weighted: list[tuple[float, ModelOutputs]],
+    targets: Targets,
+    model: nn.Module | None = None,
+    weights: LossWeights = PAPER_WEIGHTS,
+) -> dict[str, Tensor]:
+    """compute_loss over several sets of heads (KataGoNet.training_outputs): each term the
+    weighted sum of the sets' terms, the L2 term once."""
+    if len(weighted) == 1 and weighted[0][0] == 1.0:
+        return compute_loss(weighted[0][1], targets, model, weights)
+    parts = [(share, compute_loss(outputs, targets, None, weights)) for share, outputs in weighted]
+    terms = {name: sum((share * t[name] for share, t in parts[1:]), parts[0][0] * parts[0][1][name])
+             for name in LOSS_TERMS[:-1]}
+    terms["l2"] = weights.l2 * l2_penalty(model) if model is not None else parts[0][1]["l2"]
+    terms["total"] = sum((terms[name] for name in LOSS_TERMS[1:]), terms[LOSS_TERMS[0]])
+    return terms
+

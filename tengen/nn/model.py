@@ -10,6 +10,16 @@ A position therefore gives the same outputs alone or padded inside a batch.
 The soft policy head (KataGo's "auxiliary soft policy target", not in the paper) is trained only:
 InferenceNet, and so every export, leaves it out.
 
+Nested bottleneck nets (names ending in "nbt"; KataGo's later nets, "other methods" notes): each
+trunk block is a 1x1 conv down to half the channels, two ordinary residual blocks there, a 1x1 conv
+back up, and the skip. They use fixed variance initialisation and one batch norm: every norm is a
+fixed scalar K (then a learned per-channel gain and bias, ReLU, mask), K chosen so that, counting
+each conv as variance-preserving (He-initialised) and the variances of a sum as adding, what comes
+out of each norm has variance 1; a residual stream of k summed branches has variance 1 + k, so K
+= 1/sqrt(1 + k). The one batch norm sits at the end of the trunk, and a second copy of every head
+is trained behind it with 80% of the loss weight; the heads without it (20%) are the served ones,
+so training and inference compute the same function.
+
 The whole net is TorchScript-compatible (tengen.nn.export scripts it).
 """
 from __future__ import annotations
@@ -49,12 +59,18 @@ class Architecture:
     head_channels: int  # c_head: policy head P/G channels, value head V channels
     value_channels: int  # c_val: hidden width of the value and score-belief subheads
     gpool_blocks: int  # residual blocks using the global pooling bias structure
+    nested: bool = False  # nested bottleneck blocks (pool_channels then counts at half width)
 
     def __post_init__(self) -> None:
         if not 1 <= self.gpool_blocks <= self.blocks:
             raise ValueError(f"{self.name}: need 1 <= gpool_blocks <= blocks")
-        if not 0 < self.pool_channels < self.channels:
-            raise ValueError(f"{self.name}: need 0 < pool_channels < channels")
+        if not 0 < self.pool_channels < self.block_channels:
+            raise ValueError(f"{self.name}: need 0 < pool_channels < {self.block_channels}")
+
+    @property
+    def block_channels(self) -> int:
+        """Channels of the 3x3 convolutions: the trunk's, or half of them inside a bottleneck."""
+        return self.channels // 2 if self.nested else self.channels
 
     def gpool_positions(self) -> tuple[int, ...]:
         """Indices of the global pooling blocks, spaced at regular intervals in the trunk."""
@@ -76,8 +92,17 @@ ARCHITECTURES: dict[str, Architecture] = {
         Architecture("b10c128", 10, 128, 32, 32, 64, 2),
         Architecture("b15c192", 15, 192, 64, 32, 80, 2),
         Architecture("b20c256", 20, 256, 64, 48, 96, 3),
+        # Nested bottleneck nets of about the compute of the plain ones above them: a block costs
+        # 10 c^2 multiply-adds per point (two 1x1 of c x c/2, four 3x3 of c/2 x c/2), a plain block
+        # 18 c^2; b4c64nbt ~ b4c48, b6c128nbt ~ b6c96.
+        Architecture("b1c32nbt", 1, 32, 8, 8, 8, 1, nested=True),
+        Architecture("b4c64nbt", 4, 64, 16, 24, 24, 1, nested=True),
+        Architecture("b6c128nbt", 6, 128, 32, 32, 48, 2, nested=True),
     )
 }
+
+INNER_BLOCKS = 2  # ordinary residual blocks inside each nested bottleneck block
+MAIN_HEADS_WEIGHT = 0.2  # the served heads' share of the loss in a one-batch-norm net (KataGo: 20%)
 
 
 def build_model(name: str) -> "KataGoNet":
@@ -162,6 +187,31 @@ class MaskedBatchNormReLU(nn.Module):
         return F.relu(y) * mask
 
 
+class FixedScaleNormReLU(nn.Module):
+    """Fixed variance normalisation: x times a fixed K, a learned gain and bias, ReLU, the mask.
+    The same function in training and in inference (no batch statistics)."""
+
+    def __init__(self, channels: int, scale: float) -> None:
+        super().__init__()
+        self.scale = scale
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
+
+    def forward(self, x: Tensor, mask: Tensor, total: Tensor) -> Tensor:
+        y = x * (self.weight * self.scale).view(1, -1, 1, 1) + self.bias.view(1, -1, 1, 1)
+        return F.relu(y) * mask
+
+
+def make_norm(channels: int, scale: float | None) -> nn.Module:
+    """A masked batch norm (scale None) or a fixed-scale norm of K = scale, each with ReLU."""
+    return MaskedBatchNormReLU(channels) if scale is None else FixedScaleNormReLU(channels, scale)
+
+
+def stream_scale(branches: int, fixed: bool) -> float | None:
+    """K for a residual stream that has summed `branches` unit-variance branches onto a unit one."""
+    return (1.0 + branches) ** -0.5 if fixed else None
+
+
 def global_pool(x: Tensor, geo: BoardGeometry) -> Tensor:
     """[mean, mean * (b-14)/10, max] per channel of a masked, non-negative x -> [B, 3C].
 
@@ -184,13 +234,14 @@ def conv(in_channels: int, out_channels: int, size: int) -> nn.Conv2d:
 
 
 class ResBlock(nn.Module):
-    """BN, ReLU, 3x3 conv, BN, ReLU, 3x3 conv, plus the skip connection."""
+    """BN, ReLU, 3x3 conv, BN, ReLU, 3x3 conv, plus the skip connection (scale: fixed-scale norms,
+    the first with K = scale)."""
 
-    def __init__(self, channels: int) -> None:
+    def __init__(self, channels: int, scale: float | None = None) -> None:
         super().__init__()
-        self.norm1 = MaskedBatchNormReLU(channels)
+        self.norm1 = make_norm(channels, scale)
         self.conv1 = conv(channels, channels, 3)
-        self.norm2 = MaskedBatchNormReLU(channels)
+        self.norm2 = make_norm(channels, None if scale is None else 1.0)
         self.conv2 = conv(channels, channels, 3)
 
     def forward(self, x: Tensor, geo: BoardGeometry) -> Tensor:
@@ -201,15 +252,15 @@ class ResBlock(nn.Module):
 class GlobalPoolResBlock(nn.Module):
     """A residual block whose first conv's first c_pool channels are pooled to bias the rest."""
 
-    def __init__(self, channels: int, pool_channels: int) -> None:
+    def __init__(self, channels: int, pool_channels: int, scale: float | None = None) -> None:
         super().__init__()
         self.pool_channels = pool_channels
         rest = channels - pool_channels
-        self.norm1 = MaskedBatchNormReLU(channels)
+        self.norm1 = make_norm(channels, scale)
         self.conv1 = conv(channels, channels, 3)
-        self.pool_norm = MaskedBatchNormReLU(pool_channels)
+        self.pool_norm = make_norm(pool_channels, None if scale is None else 1.0)
         self.pool_linear = nn.Linear(3 * pool_channels, rest, bias=False)
-        self.norm2 = MaskedBatchNormReLU(rest)
+        self.norm2 = make_norm(rest, stream_scale(1, scale is not None))  # conv output + pooled bias
         self.conv2 = conv(rest, channels, 3)
 
     def forward(self, x: Tensor, geo: BoardGeometry) -> Tensor:
@@ -220,6 +271,29 @@ class GlobalPoolResBlock(nn.Module):
         return x + self.conv2(self.norm2(h, geo.mask, geo.total))
 
 
+class NestedBottleneckBlock(nn.Module):
+    """Norm, 1x1 conv to c/2, INNER_BLOCKS residual blocks at c/2 (the first a global pooling one
+    when `pool_channels`), norm, 1x1 conv back to c, plus the skip; fixed-scale norms throughout."""
+
+    def __init__(self, channels: int, pool_channels: int | None, scale: float) -> None:
+        super().__init__()
+        mid = channels // 2
+        self.pre_norm = FixedScaleNormReLU(channels, scale)
+        self.down = conv(channels, mid, 1)
+        self.inner = nn.ModuleList([
+            GlobalPoolResBlock(mid, pool_channels, stream_scale(j, True)) if j == 0 and pool_channels
+            else ResBlock(mid, stream_scale(j, True)) for j in range(INNER_BLOCKS)
+        ])
+        self.post_norm = FixedScaleNormReLU(mid, stream_scale(INNER_BLOCKS, True))
+        self.up = conv(mid, channels, 1)
+
+    def forward(self, x: Tensor, geo: BoardGeometry) -> Tensor:
+        h = self.down(self.pre_norm(x, geo.mask, geo.total))
+        for block in self.inner:
+            h = block(h, geo)
+        return x + self.up(self.post_norm(h, geo.mask, geo.total))
+
+
 class Trunk(nn.Module):
     def __init__(self, arch: Architecture) -> None:
         super().__init__()
@@ -227,17 +301,28 @@ class Trunk(nn.Module):
         self.input_conv = conv(NUM_SPATIAL, c, 5)
         self.global_linear = nn.Linear(NUM_GLOBAL, c, bias=False)
         gpool = set(arch.gpool_positions())
-        self.blocks = nn.ModuleList(
-            [GlobalPoolResBlock(c, arch.pool_channels) if i in gpool else ResBlock(c) for i in range(arch.blocks)]
-        )
-        self.final_norm = MaskedBatchNormReLU(c)
+        if arch.nested:
+            self.blocks = nn.ModuleList([
+                NestedBottleneckBlock(c, arch.pool_channels if i in gpool else None, stream_scale(i, True))
+                for i in range(arch.blocks)
+            ])
+            self.final_norm: nn.Module = FixedScaleNormReLU(c, stream_scale(arch.blocks, True))
+        else:
+            self.blocks = nn.ModuleList(
+                [GlobalPoolResBlock(c, arch.pool_channels) if i in gpool else ResBlock(c) for i in range(arch.blocks)]
+            )
+            self.final_norm = MaskedBatchNormReLU(c)
 
-    def forward(self, spatial: Tensor, global_inputs: Tensor, geo: BoardGeometry) -> Tensor:
+    def stream(self, spatial: Tensor, global_inputs: Tensor, geo: BoardGeometry) -> Tensor:
+        """The residual stream after the last block, before the final norm."""
         x = self.input_conv(spatial * geo.mask) + self.global_linear(global_inputs).unsqueeze(-1).unsqueeze(-1)
         x = x * geo.mask
         for block in self.blocks:
             x = block(x, geo)
-        return self.final_norm(x, geo.mask, geo.total)
+        return x
+
+    def forward(self, spatial: Tensor, global_inputs: Tensor, geo: BoardGeometry) -> Tensor:
+        return self.final_norm(self.stream(spatial, global_inputs, geo), geo.mask, geo.total)
 
 
 def masked_policy(board: Tensor, pass_logits: Tensor, mask: Tensor, off_board_logit: float) -> Tensor:
@@ -256,9 +341,9 @@ class PolicyHead(nn.Module):
         c, ch = arch.channels, arch.head_channels
         self.p_conv = conv(c, ch, 1)
         self.g_conv = conv(c, ch, 1)
-        self.g_norm = MaskedBatchNormReLU(ch)
+        self.g_norm = make_norm(ch, 1.0 if arch.nested else None)
         self.g_linear = nn.Linear(3 * ch, ch, bias=False)
-        self.p_norm = MaskedBatchNormReLU(ch)
+        self.p_norm = make_norm(ch, stream_scale(1, arch.nested))  # conv output + pooled bias
         self.out_conv = conv(ch, 2, 1)
         self.pass_linear = nn.Linear(3 * ch, 2, bias=False)
         self.off_board_logit = OFF_BOARD_LOGIT
@@ -396,35 +481,83 @@ class KataGoNet(nn.Module):
         # its optimizer's parameter ids (see predates_soft_policy).
         self.soft_policy_head = SoftPolicyHead(arch)
         self.komi_index = KOMI
+        self.one_batch_norm = arch.nested
+        if arch.nested:  # the one batch norm and the heads trained behind it (never served)
+            self.bn_norm = MaskedBatchNormReLU(arch.channels)
+            self.bn_heads = HeadSet(arch)
+            for module in self.modules():  # variance-preserving convolutions, as K assumes
+                if isinstance(module, nn.Conv2d):
+                    nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
 
     @property
     def architecture(self) -> Architecture:
         return ARCHITECTURES[self.arch_name]
 
     def forward(self, spatial: Tensor, global_inputs: Tensor) -> ModelOutputs:
+        """Every output of the served heads."""
         check_inputs(spatial, global_inputs)
         geo = board_geometry(spatial)
-        x = self.trunk(spatial, global_inputs, geo)
+        return self._served_heads(self.trunk(spatial, global_inputs, geo), global_inputs, geo)
+
+    def _served_heads(self, x: Tensor, global_inputs: Tensor, geo: BoardGeometry) -> ModelOutputs:
         p, g_pooled = self.policy_head.features(x, geo)
-        policy = self.policy_head.logits(p, g_pooled, geo)
         pooled, outcome, ownership_logits = self.value_head(x, geo)
         komi = global_inputs[:, self.komi_index] * 15.0  # the input holds komi / 15
         belief, gamma = self.score_belief_head(pooled, geo.area.squeeze(1), komi)
-        score_mean, score_stdev = score_mean_stdev(outcome)
-        return ModelOutputs(
-            policy_logits=policy[:, 0],
-            opponent_policy_logits=policy[:, 1],
-            soft_policy_logits=self.soft_policy_head(p, g_pooled, geo),
-            value_logits=outcome[:, 0:3],
-            score_mean=score_mean,
-            score_stdev=score_stdev,
-            root_variance=F.softplus(outcome[:, 5:9]),
-            ownership_logits=ownership_logits,
-            ownership=torch.tanh(ownership_logits),
-            score_belief_logits=belief,
-            score_gamma=gamma,
-            mask=geo.mask.squeeze(1),
-        )
+        return assemble_outputs(self.policy_head.logits(p, g_pooled, geo), self.soft_policy_head(p, g_pooled, geo),
+                                outcome, ownership_logits, belief, gamma, geo.mask)
+
+    @torch.jit.unused
+    def training_outputs(self, spatial: Tensor, global_inputs: Tensor) -> list[tuple[float, ModelOutputs]]:
+        """(loss weight, outputs) of every set of heads: the served heads alone, or in a one-batch-
+        norm net the heads behind the batch norm (80%) and the served ones (20%)."""
+        if not self.one_batch_norm:
+            return [(1.0, self(spatial, global_inputs))]
+        check_inputs(spatial, global_inputs)
+        geo = board_geometry(spatial)
+        x = self.trunk.stream(spatial, global_inputs, geo)
+        komi = global_inputs[:, self.komi_index] * 15.0
+        behind_bn = self.bn_heads(self.bn_norm(x, geo.mask, geo.total), komi, geo)
+        served = self._served_heads(self.trunk.final_norm(x, geo.mask, geo.total), global_inputs, geo)
+        return [(1.0 - MAIN_HEADS_WEIGHT, behind_bn), (MAIN_HEADS_WEIGHT, served)]
+
+
+class HeadSet(nn.Module):
+    """A second copy of every head (a one-batch-norm net's, trained behind the batch norm)."""
+
+    def __init__(self, arch: Architecture) -> None:
+        super().__init__()
+        self.policy_head = PolicyHead(arch)
+        self.value_head = ValueHead(arch)
+        self.score_belief_head = ScoreBeliefHead(arch)
+        self.soft_policy_head = SoftPolicyHead(arch)
+
+    def forward(self, x: Tensor, komi: Tensor, geo: BoardGeometry) -> ModelOutputs:
+        p, g_pooled = self.policy_head.features(x, geo)
+        pooled, outcome, ownership_logits = self.value_head(x, geo)
+        belief, gamma = self.score_belief_head(pooled, geo.area.squeeze(1), komi)
+        return assemble_outputs(self.policy_head.logits(p, g_pooled, geo), self.soft_policy_head(p, g_pooled, geo),
+                                outcome, ownership_logits, belief, gamma, geo.mask)
+
+
+def assemble_outputs(policy: Tensor, soft_policy: Tensor, outcome: Tensor, ownership_logits: Tensor,
+                     belief: Tensor, gamma: Tensor, mask: Tensor) -> ModelOutputs:
+    """ModelOutputs from the heads' raw outputs (policy [B, 2, M]: own and opponent's)."""
+    score_mean, score_stdev = score_mean_stdev(outcome)
+    return ModelOutputs(
+        policy_logits=policy[:, 0],
+        opponent_policy_logits=policy[:, 1],
+        soft_policy_logits=soft_policy,
+        value_logits=outcome[:, 0:3],
+        score_mean=score_mean,
+        score_stdev=score_stdev,
+        root_variance=F.softplus(outcome[:, 5:9]),
+        ownership_logits=ownership_logits,
+        ownership=torch.tanh(ownership_logits),
+        score_belief_logits=belief,
+        score_gamma=gamma,
+        mask=mask.squeeze(1),
+    )
 
 
 class InferenceNet(nn.Module):
