@@ -56,11 +56,11 @@ class SearchConfig:
     fpu_reduction: float = 0.2
     dirichlet_alpha_total: float = 10.83  # 0.03 * 361, spread over the legal moves
     noise_weight: float = 0.25
-    # Root policy temperature of noised searches: early at the first move, decaying to the late one
-    # with a half-life of the board's side in turns; KataGo's later runs use 1.25 -> 1.1 and shaped
+    # Root policy temperature of noised searches, plus a boost at the first move that halves every
+    # B turns (B the board's side); KataGo's later runs use 1.1 + 0.15 (1.25 at the start) and shaped
     # Dirichlet noise (tengen.search.mcts). Presets choose by measurement.
     root_policy_temperature: float = 1.03
-    root_policy_temperature_early: float = 1.03
+    root_policy_temperature_boost: float = 0.0
     shaped_noise: bool = False
     # Every net evaluation in search under a random symmetry of the board, and NN cache hits for
     # positions that are rotations or mirror images of cached ones (tengen.search.mcts).
@@ -300,8 +300,8 @@ def validate(config: Config) -> None:
     check(search.full_visits >= search.fast_visits >= 2, "search.full_visits >= search.fast_visits >= 2")
     check(0 < search.full_search_prob <= 1, "search.full_search_prob must be within (0, 1]")
     check(0 <= search.noise_weight < 1, "search.noise_weight must be within [0, 1)")
-    check(search.cpuct > 0 and search.root_policy_temperature > 0 and search.root_policy_temperature_early > 0,
-          "search.cpuct and temperatures > 0")
+    check(search.cpuct > 0 and search.root_policy_temperature > 0, "search.cpuct and temperatures > 0")
+    check(search.root_policy_temperature_boost >= 0, "search.root_policy_temperature_boost must be >= 0")
     check(config.selfplay.workers >= 1 and config.selfplay.games_in_parallel >= 2,
           "selfplay.workers >= 1 and selfplay.games_in_parallel >= 2")
     check(0 <= config.selfplay.sgf_sample_rate <= 1, "selfplay.sgf_sample_rate must be within 0..1")

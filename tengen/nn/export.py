@@ -84,7 +84,7 @@ def export_model(
     metadata: dict[str, Any] = {
         "format": EXPORT_FORMAT,
         "architecture": dataclasses.asdict(net.architecture),
-        "parameters": parameter_count(net),
+        "parameters": parameter_count(InferenceNet(net)),  # what is served: no training-only heads
         "inputs": list(INPUTS),
         "outputs": list(OUTPUTS),
         "num_spatial": NUM_SPATIAL,

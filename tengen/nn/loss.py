@@ -226,4 +226,3 @@ def compute_training_loss(
     terms["l2"] = weights.l2 * l2_penalty(model) if model is not None else parts[0][1]["l2"]
     terms["total"] = sum((terms[name] for name in LOSS_TERMS[1:]), terms[LOSS_TERMS[0]])
     return terms
-

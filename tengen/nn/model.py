@@ -14,9 +14,11 @@ Nested bottleneck nets (names ending in "nbt"; KataGo's later nets, "other metho
 trunk block is a 1x1 conv down to half the channels, two ordinary residual blocks there, a 1x1 conv
 back up, and the skip. They use fixed variance initialisation and one batch norm: every norm is a
 fixed scalar K (then a learned per-channel gain and bias, ReLU, mask), K chosen so that, counting
-each conv as variance-preserving (He-initialised) and the variances of a sum as adding, what comes
-out of each norm has variance 1; a residual stream of k summed branches has variance 1 + k, so K
-= 1/sqrt(1 + k). The one batch norm sits at the end of the trunk, and a second copy of every head
+each conv as variance-preserving (He-initialised), the net's input as variance 1 and the variances
+of a sum as adding, what goes into each ReLU has variance 1; a residual stream of k summed branches
+has variance 1 + k, so K = 1/sqrt(1 + k). That idealisation is approximate (binary input planes,
+the pooled biases' default init): what it guarantees is a stream whose scale does not grow with
+depth (tests/test_nn_model.py). The one batch norm sits at the end of the trunk, and a second copy of every head
 is trained behind it with 80% of the loss weight; the heads without it (20%) are the served ones,
 so training and inference compute the same function.
 

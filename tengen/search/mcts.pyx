@@ -20,8 +20,8 @@ Search (paper §5.1-5.4):
 - Root only, when `noise` is on: policy temperature T = T_late + (T_early - T_late) 0.5^(t / B)
   at turn t (B the board's side; KataGo's later runs use 1.25 decaying to 1.1), then Dirichlet
   noise, alpha = total / legal moves, or shaped (KataGo's later runs): half the total spread
-  uniformly, half in proportion to max(0, log min(0.01, P) - mean over the legal moves of that log),
-  which favours moves the policy rates low but still far above the mass of hopeless moves; forced playouts n = sqrt(2 P sum N) when `forced_playouts` is on (policy target pruning is
+  uniformly, half in proportion to max(0, log min(0.01, P) - mean over the legal moves of that
+  log), which favours moves the policy rates low but still far above the hopeless ones; forced playouts n = sqrt(2 P sum N) when `forced_playouts` is on (policy target pruning is
   `tengen.search.search.prune_visits`).
 - Utility = P(win) - P(loss) + c_score E[(2/pi) atan((x - x0) / B)] for a score x ~ N(mu, sigma^2)
   predicted by the net, x0 = the root's predicted score mean at the start of the search, B the
@@ -47,7 +47,9 @@ average out over the search. The cache key is then the smallest of the position'
 those symmetries, and its entry is stored in that canonical orientation: a position reached as a
 rotation or mirror image of a cached one (the same stones, ko point and last five moves, each
 mapped) is a hit, its policy and ladder plane mapped back. Every feature plane is equivariant
-(the on-board mask too: a smaller board stays in the buffer's corner), so that is sound.
+(the on-board mask too: a smaller board stays in the buffer's corner), so that is sound, up to
+ladder reads cut off by their budget (their escape order follows the orientation) and superko
+bans from history older than the key's five moves, which the plain key ignores as well.
 """
 cimport cython
 from libc.math cimport M_PI, atan, ceil, cos, exp, log, sqrt, tan

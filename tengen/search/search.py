@@ -112,7 +112,8 @@ def new_tree(cache: NNCache, config: SearchConfig, seed: int) -> Tree:
         cache, cpuct=config.cpuct, fpu_reduction=config.fpu_reduction, root_fpu_reduction=0.0,
         noise_weight=config.noise_weight, dirichlet_alpha_total=config.dirichlet_alpha_total,
         root_policy_temperature=config.root_policy_temperature,
-        root_policy_temperature_early=config.root_policy_temperature_early, shaped_noise=config.shaped_noise,
+        root_policy_temperature_early=config.root_policy_temperature + config.root_policy_temperature_boost,
+        shaped_noise=config.shaped_noise,
         random_symmetry=config.random_symmetry,
         score_utility_weight=config.score_utility_weight, seed=seed,
     )
