@@ -294,3 +294,19 @@ def test_one_batch_norm_trains_two_head_sets_and_serves_the_one_without_it() -> 
     # A plain net has one set of heads, weighted 1.
     plain = build_model("b1c16").train()
     assert [w for w, _ in plain.training_outputs(spatial, global_inputs)] == [1.0]
+
+
+def test_value_head_follows_the_paper_in_plain_nets_and_the_released_nets_in_later_ones() -> None:
+    # Paper (Appendix A): V pooled straight from its 1x1 conv, so it can be negative; KataGo's
+    # released nets (here the nested ones): normalised and ReLU'd first, so V >= 0, 0 off the board.
+    for name, activated in (("b1c16", False), ("b1c32nbt", True)):
+        model = build_model(name).eval()
+        spatial, global_inputs = batch([(7, 7), (9, 9)], seed=11)
+        seen: list[torch.Tensor] = []
+        model.value_head.ownership_conv.register_forward_hook(lambda _m, inputs, _o: seen.append(inputs[0]))
+        with torch.no_grad():
+            model(spatial, global_inputs)
+        v = seen[0]
+        assert bool((v >= 0).all()) == activated
+        assert (v[0, :, 7:, :] == 0).all() and (v[0, :, :, 7:] == 0).all()
+    assert not [k for k in build_model("b1c16").state_dict() if "v_norm" in k]  # old checkpoints still load

@@ -62,6 +62,9 @@ class Architecture:
     value_channels: int  # c_val: hidden width of the value and score-belief subheads
     gpool_blocks: int  # residual blocks using the global pooling bias structure
     nested: bool = False  # nested bottleneck blocks (pool_channels then counts at half width)
+    # V normalised and activated before pooling and the ownership conv, as KataGo's released nets
+    # do; the paper's Appendix A pools V straight from its 1x1 conv. The later (nested) nets only.
+    activated_value: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.gpool_blocks <= self.blocks:
@@ -97,9 +100,9 @@ ARCHITECTURES: dict[str, Architecture] = {
         # Nested bottleneck nets of about the compute of the plain ones above them: a block costs
         # 10 c^2 multiply-adds per point (two 1x1 of c x c/2, four 3x3 of c/2 x c/2), a plain block
         # 18 c^2; b4c64nbt ~ b4c48, b6c128nbt ~ b6c96.
-        Architecture("b1c32nbt", 1, 32, 8, 8, 8, 1, nested=True),
-        Architecture("b4c64nbt", 4, 64, 16, 24, 24, 1, nested=True),
-        Architecture("b6c128nbt", 6, 128, 32, 32, 48, 2, nested=True),
+        Architecture("b1c32nbt", 1, 32, 8, 8, 8, 1, nested=True, activated_value=True),
+        Architecture("b4c64nbt", 4, 64, 16, 24, 24, 1, nested=True, activated_value=True),
+        Architecture("b6c128nbt", 6, 128, 32, 32, 48, 2, nested=True, activated_value=True),
     )
 }
 
@@ -202,6 +205,13 @@ class FixedScaleNormReLU(nn.Module):
     def forward(self, x: Tensor, mask: Tensor, total: Tensor) -> Tensor:
         y = x * (self.weight * self.scale).view(1, -1, 1, 1) + self.bias.view(1, -1, 1, 1)
         return F.relu(y) * mask
+
+
+class NoNorm(nn.Module):
+    """In place of a norm that a net does not have (no parameters, the input unchanged)."""
+
+    def forward(self, x: Tensor, mask: Tensor, total: Tensor) -> Tensor:
+        return x
 
 
 def make_norm(channels: int, scale: float | None) -> nn.Module:
@@ -386,6 +396,7 @@ class ValueHead(nn.Module):
         super().__init__()
         ch = arch.head_channels
         self.v_conv = conv(arch.channels, ch, 1)
+        self.v_norm = make_norm(ch, 1.0 if arch.nested else None) if arch.activated_value else NoNorm()
         self.outcome_hidden = nn.Linear(3 * ch, arch.value_channels)
         self.outcome_out = nn.Linear(arch.value_channels, 3 + 2 + NUM_ROOT_VARIANCES)
         self.ownership_conv = conv(ch, 1, 1)
@@ -394,7 +405,8 @@ class ValueHead(nn.Module):
         """-> (V_pooled [B, 3c_head], outcome [B, 9] raw, ownership logits [B, H, W])."""
         # As in Appendix A, V is pooled and fed to the ownership conv directly, with no batch
         # norm or ReLU in between; it is 0 off the board (bias-free 1x1 conv of a masked input).
-        v = self.v_conv(x)
+        # The later nets normalise and activate it first (masked, so still 0 off the board).
+        v = self.v_norm(self.v_conv(x), geo.mask, geo.total)
         pooled = value_pool(v, geo)
         hidden = F.relu(float32_linear(pooled, self.outcome_hidden.weight, self.outcome_hidden.bias))
         outcome = float32_linear(hidden, self.outcome_out.weight, self.outcome_out.bias)
