@@ -65,6 +65,9 @@ class SearchConfig:
     # Every net evaluation in search under a random symmetry of the board, and NN cache hits for
     # positions that are rotations or mirror images of cached ones (tengen.search.mcts).
     random_symmetry: bool = False
+    # The root's ending bias (paper 6.2.3; KataGo 0.5): moves into surely owned areas look this many
+    # points worse, so games end sooner; 0 = off (tengen.search.mcts).
+    ending_bonus_points: float = 0.0
     score_utility_weight: float = 0.5  # c_score
     temperature_start: float = 0.8
     temperature_end: float = 0.2
@@ -302,6 +305,7 @@ def validate(config: Config) -> None:
     check(0 <= search.noise_weight < 1, "search.noise_weight must be within [0, 1)")
     check(search.cpuct > 0 and search.root_policy_temperature > 0, "search.cpuct and temperatures > 0")
     check(search.root_policy_temperature_boost >= 0, "search.root_policy_temperature_boost must be >= 0")
+    check(0 <= search.ending_bonus_points < 1, "search.ending_bonus_points must be within [0, 1) (below a point)")
     check(config.selfplay.workers >= 1 and config.selfplay.games_in_parallel >= 2,
           "selfplay.workers >= 1 and selfplay.games_in_parallel >= 2")
     check(0 <= config.selfplay.sgf_sample_rate <= 1, "selfplay.sgf_sample_rate must be within 0..1")

@@ -61,7 +61,8 @@ class MctsAnalyzer:
         self.evaluator = evaluator
         self.config = config or SearchConfig()
         self.leaves_per_batch = leaves_per_batch
-        self.cache = NNCache(self.config.nn_cache_size)  # kept across moves and analyses
+        # kept across moves and analyses
+        self.cache = NNCache(self.config.nn_cache_size, ownership=self.config.ending_bonus_points > 0)
         self.tree = new_tree(self.cache, self.config, seed)
         # Positions the tree cannot search (the game is over) and root ownership.
         self.raw = PolicyAnalyzer(evaluator)
@@ -103,7 +104,7 @@ class MctsAnalyzer:
             n = tree.select_leaves(k, spatial, global_inputs)
             if n:
                 out = self.evaluator.evaluate(spatial[:n], global_inputs[:n])
-                tree.backup(out["policy"], out["value"], out["score"])
+                tree.backup(out["policy"], out["value"], out["score"], ownership=out.get("ownership"))
             if progress is not None and progress_interval > 0 and time.monotonic() >= next_report \
                     and tree.visits > 0:
                 progress(self._read(board, max_moves, own, child_values, raw, visited_only))

@@ -211,7 +211,8 @@ class MatchRunner(BatchedRunner):
             raise ValueError(f"a match has two evaluators, got {len(evaluators)}")
         self.settings = settings
         side = max(settings.board_sizes)
-        caches = [NNCache(search.nn_cache_size, side * side) for _ in evaluators]
+        caches = [NNCache(search.nn_cache_size, side * side, ownership=search.ending_bonus_points > 0)
+                  for _ in evaluators]
         super().__init__(evaluators, caches, search, side, games_in_parallel=games_in_parallel,
                          leaves_per_game=leaves_per_game, seed=seed)
         self._indices: list[int] = []

@@ -29,6 +29,7 @@ cdef struct SearchParams:
     double root_policy_temperature_early  # at the first move, decaying towards the late one
     bint shaped_noise                      # half the Dirichlet alpha shaped by the log policy
     bint random_symmetry                   # each evaluation under a random symmetry, cache keys canonical
+    double ending_bonus_points             # the root's ownership bias (paper 6.2.3), in points; 0 = off
     double score_utility_weight  # c_score
 
 

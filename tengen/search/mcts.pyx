@@ -40,6 +40,15 @@ hash, player to move, simple-ko point, the last five moves, rules, komi and boar
 evaluation (policy over the legal moves, value, score) and the position's ladder plane, which
 features of its children reuse as their LADDERED_1/2 planes instead of reading ladders again.
 
+Ending bias (`ending_bonus_points` B, paper §6.2.3; KataGo's rootEndingBonusPoints): at the root
+of a position without a ko ban, a move where the net's ownership says the opponent almost surely
+owns the point (o <= -0.95, the mover's view) is valued as if it lost B (o + 0.95) / -0.05 points,
+and one where the mover almost surely owns it (o >= 0.95) B (o - 0.95) / 0.05 points, unless it
+touches an opponent stone or joins two of the mover's chains one of which is not pass-alive, so
+that dame and clean-up moves stay free. B is below any real score step, so it only breaks ties
+between moves the search finds equal, and ends games sooner. Needs the root's ownership: from its
+evaluation, or from the NN cache when that keeps ownership (`NNCache(..., ownership=True)`).
+
 Random symmetry (`random_symmetry`, the AlphaGo Zero notes): every leaf's features are written
 under one of the board's symmetries drawn at random (8 on a square board, the 4 mirrorings on a
 rectangle) and its policy is read back through the same symmetry, so the net's own asymmetries
@@ -52,7 +61,7 @@ ladder reads cut off by their budget (their escape order follows the orientation
 bans from history older than the key's five moves, which the plain key ignores as well.
 """
 cimport cython
-from libc.math cimport M_PI, atan, ceil, cos, exp, log, sqrt, tan
+from libc.math cimport M_PI, NAN, atan, ceil, cos, exp, log, sqrt, tan
 from libc.stdint cimport uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
@@ -60,9 +69,9 @@ from libc.string cimport memcpy, memset
 import numpy as np
 
 from tengen.go import planes as _planes
-from tengen.go.board cimport Board, C_BLACK, C_EMPTY, C_WHITE, LEGAL, MAX_AREA, PASS_LOC
+from tengen.go.board cimport Board, C_BLACK, C_EMPTY, C_WHITE, LEGAL, MAX_AREA, MAX_ARR, PASS_LOC
 from tengen.go.features cimport encode_c
-from tengen.go.passalive cimport final_score_c
+from tengen.go.passalive cimport final_score_c, pass_alive_area
 
 from tengen.go import features as _features
 
@@ -243,8 +252,10 @@ cdef class NNCache:
     cdef int table_mask
     cdef readonly long hits
     cdef readonly long misses
+    cdef float* own                # ownership per entry (mover's view), NULL unless kept; NaN first: none
+    cdef readonly bint has_ownership
 
-    def __cinit__(self, int capacity, int max_area=MAX_AREA):
+    def __cinit__(self, int capacity, int max_area=MAX_AREA, *, bint ownership=False):
         if capacity < 0:
             raise ValueError(f"cache capacity must be >= 0, got {capacity}")
         if not 49 <= max_area <= MAX_AREA:
@@ -265,9 +276,12 @@ cdef class NNCache:
         self.lru_prev = <int*>malloc(cap * sizeof(int))
         self.lru_next = <int*>malloc(cap * sizeof(int))
         self.table = <int*>malloc(tsize * sizeof(int))
+        self.has_ownership = ownership
+        if ownership:
+            self.own = <float*>malloc(<size_t>cap * self.stride * sizeof(float))
         if (self.keys == NULL or self.policy == NULL or self.vals == NULL or self.bits == NULL
                 or self.all_alive == NULL or self.lru_prev == NULL or self.lru_next == NULL
-                or self.table == NULL):
+                or self.table == NULL or (ownership and self.own == NULL)):
             raise MemoryError(f"NN cache of {capacity} entries")
         self.clear()
 
@@ -280,6 +294,7 @@ cdef class NNCache:
         free(self.lru_prev)
         free(self.lru_next)
         free(self.table)
+        free(self.own)
 
     def clear(self) -> None:
         """Drop every entry (and reset the hit counters)."""
@@ -572,6 +587,10 @@ cdef class Tree:
     cdef unsigned char* pend_canon          # the symmetry that takes it to its cache entry's orientation
     cdef int key_sym                        # that symmetry for the last _position_key
     cdef int num_sym                        # symmetries of the board: 8 square, 4 rectangular
+    cdef float root_own[MAX_AREA]           # the root's ownership (its mover's view), by move index
+    cdef bint root_own_known
+    cdef double root_bonus[MAX_AREA + 1]    # the ending bias of each root move, in the mover's points
+    cdef bint any_root_bonus
     cdef readonly int num_pending
     cdef int cap_pending
     cdef int buf_h                          # geometry of the batch buffers of pending leaves
@@ -583,12 +602,14 @@ cdef class Tree:
                   double root_fpu_reduction=0.0, double noise_weight=0.25,
                   double dirichlet_alpha_total=10.83, double root_policy_temperature=1.03,
                   root_policy_temperature_early=None, bint shaped_noise=False, bint random_symmetry=False,
+                  double ending_bonus_points=0.0,
                   double score_utility_weight=0.5, uint64_t seed=0):
         cdef double t_early = (root_policy_temperature if root_policy_temperature_early is None
                                else root_policy_temperature_early)
         if not (cpuct > 0 and fpu_reduction >= 0 and root_fpu_reduction >= 0
                 and 0 <= noise_weight < 1 and dirichlet_alpha_total > 0
-                and root_policy_temperature > 0 and t_early > 0 and score_utility_weight >= 0):
+                and root_policy_temperature > 0 and t_early > 0 and score_utility_weight >= 0
+                and ending_bonus_points >= 0):
             raise ValueError("search parameters out of range: cpuct, alpha and temperature must be > 0, "
                              "FPU reductions and c_score >= 0, noise weight in [0, 1)")
         self.cache = cache
@@ -601,6 +622,7 @@ cdef class Tree:
         self.p.root_policy_temperature_early = t_early
         self.p.shaped_noise = shaped_noise
         self.p.random_symmetry = random_symmetry
+        self.p.ending_bonus_points = ending_bonus_points
         self.p.score_utility_weight = score_utility_weight
         cdef uint64_t st = seed
         cdef int i
@@ -693,6 +715,8 @@ cdef class Tree:
         self.num_edges_used = 0
         self.num_bits_used = 0
         self.num_pending = 0
+        self.root_own_known = False
+        self.any_root_bonus = False
         self.root = self._new_node(-1, -1, self.root_board.next_color)
         if self.root < 0:
             raise MemoryError()
@@ -834,8 +858,26 @@ cdef class Tree:
             for k in range(r.edge_start, r.edge_start + r.num_edges):  # no noise below the root
                 self.raw_root[self._move_index(self.e_loc[k])] = self.e_prior[k]
             self.raw_root_known = True
+            self._root_ownership_from_cache()
+            self._root_ending_bonus()
         else:
             self._clear_tree()
+
+    cdef void _root_ownership_from_cache(self) noexcept:
+        """The kept root's ownership from the NN cache (unknown when it is not there)."""
+        cdef int e, k
+        cdef float* own
+        self.root_own_known = False
+        if self.cache.own == NULL or self.p.ending_bonus_points <= 0:
+            return
+        self.root_board.copy_into(self.scratch)
+        e = self.cache.lookup(self._position_key())
+        if e < 0:
+            return
+        own = &self.cache.own[<size_t>e * self.cache.stride]
+        self.root_own_known = own[0] == own[0]
+        for k in range(self.area):
+            self.root_own[k] = own[_sym_index(self.key_sym, k, self.x_size, self.y_size)]
 
     cdef int _compact(self, int new_root) except -1:
         """Keep only the subtree of new_root, renumbered breadth first into fresh arenas."""
@@ -1156,6 +1198,9 @@ cdef class Tree:
             visited_prior += prior
             nv = ch.visits + ch.in_flight
             v = (sign * ch.u_sum - VIRTUAL_LOSS * ch.in_flight) / nv + cp * prior / (1.0 + nv)
+            if at_root and self.any_root_bonus and ch.visits > 0:
+                v += sign * self._ending_utility(ch, self.root_bonus[self._move_index(self.e_loc[start + k])]) \
+                    * ch.visits / nv
             if forced and ch.visits > 0 and nv * nv < 2.0 * prior * total:
                 v += FORCED_BONUS
             if v > best_v:
@@ -1167,6 +1212,76 @@ cdef class Tree:
             if v > best_v:
                 best = start + n.num_expanded
         return best
+
+    cdef double _ending_utility(self, Node* ch, double points) noexcept nogil:
+        """Utility (Black's view) a root child gains when its score moves by `points` of the root
+        mover, from its average score and spread (as KataGo's getScoreUtilityDiff)."""
+        cdef double mu, sd, shifted
+        if points == 0:
+            return 0.0
+        mu = ch.s_sum / ch.visits
+        sd = sqrt(max(0.0, ch.s2_sum / ch.visits - mu * mu))
+        shifted = mu + (points if self.nodes[self.root].pla == C_BLACK else -points)
+        return self.p.score_utility_weight * (
+            _expected_atan((shifted - self.x0_black) / self.board_len, sd / self.board_len)
+            - _expected_atan((mu - self.x0_black) / self.board_len, sd / self.board_len))
+
+    cdef void _root_ending_bonus(self) noexcept nogil:
+        """The ending bias of every root move (see the module docstring), from root_own."""
+        cdef Node* r = &self.nodes[self.root]
+        cdef signed char safe[MAX_ARR]
+        cdef int k, d, loc, adj, pla = r.pla, head
+        cdef int offsets[4]
+        cdef double o, b = self.p.ending_bonus_points, bonus
+        cdef bint touches_opp, joins
+        self.any_root_bonus = False
+        if b <= 0 or not self.root_own_known or self.root_board.ko_loc >= 0:
+            return
+        offsets[0] = -1
+        offsets[1] = 1
+        offsets[2] = -(self.x_size + 1)
+        offsets[3] = self.x_size + 1
+        memset(safe, 0, sizeof(safe))
+        pass_alive_area(self.root_board, safe)
+        for k in range(r.edge_start, r.edge_start + r.num_edges):
+            loc = self.e_loc[k]
+            bonus = 0.0
+            if loc != PASS_LOC:
+                o = self.root_own[self._move_index(loc)]
+                if o <= -0.95:
+                    bonus = -b * (-0.95 - o) / 0.05
+                elif o >= 0.95:
+                    touches_opp = False
+                    joins = False
+                    head = -1
+                    for d in range(4):  # a neighbour of the mover's in a chain that is not pass-alive
+                        adj = loc + offsets[d]
+                        if self.root_board.color[adj] == 3 - pla:
+                            touches_opp = True
+                        elif self.root_board.color[adj] == pla and safe[adj] != pla and head < 0:
+                            head = self.root_board.chain_head[adj]
+                    if head >= 0 and safe[loc] != pla:
+                        for d in range(4):
+                            adj = loc + offsets[d]
+                            if self.root_board.color[adj] == pla and self.root_board.chain_head[adj] != head:
+                                joins = True
+                    if not touches_opp and not joins:
+                        bonus = -b * (o - 0.95) / 0.05
+            self.root_bonus[self._move_index(loc)] = bonus
+            if bonus != 0:
+                self.any_root_bonus = True
+
+    def root_ending_bonus(self):
+        """float64 [area + 1]: the ending bias of each root move in points (0: none or unknown)."""
+        out = np.zeros(self.area + 1, np.float64)
+        cdef Node* r
+        cdef int k
+        if self.root < 0 or not self.any_root_bonus:
+            return out
+        r = &self.nodes[self.root]
+        for k in range(r.edge_start, r.edge_start + r.num_edges):
+            out[self._move_index(self.e_loc[k])] = self.root_bonus[self._move_index(self.e_loc[k])]
+        return out
 
     cdef void _next_candidate(self, int ni) noexcept nogil:
         """Move the highest prior among the edges without a child to position num_expanded."""
@@ -1385,6 +1500,7 @@ cdef class Tree:
             mb = -mu
         if ni == self.root:
             self._root_priors()
+            self._root_ending_bonus()
             if not self.x0_known:
                 self.x0_black = mb
                 self.x0_known = True
@@ -1450,6 +1566,12 @@ cdef class Tree:
         cdef float* vals = &self.cache.vals[e * 5]
         cdef int k
         cdef double total = 0.0
+        cdef float* own
+        if ni == self.root and self.cache.own != NULL:
+            own = &self.cache.own[<size_t>e * self.cache.stride]
+            self.root_own_known = own[0] == own[0]  # NaN: stored without ownership
+            for k in range(self.area):
+                self.root_own[k] = own[_sym_index(self.key_sym, k, self.x_size, self.y_size)]
         for k in range(n.edge_start, n.edge_start + n.num_edges):
             self.e_prior[k] = pol[self._sym_move(self.e_loc[k], self.key_sym)]
             total += self.e_prior[k]
@@ -1457,31 +1579,42 @@ cdef class Tree:
             self.e_prior[k] = self.e_prior[k] / total if total > 0 else 1.0 / n.num_edges
         self._expand(ni, vals[0], vals[1], vals[3], vals[4])
 
-    def backup(self, policy, value, score, int offset=0) -> None:
+    def backup(self, policy, value, score, int offset=0, ownership=None) -> None:
         """Apply the evaluations of the pending leaves: rows offset, offset + 1, ... of the
-        evaluator's `policy` [B, H*W+1] logits, `value` [B, 3] logits and `score` [B, 2] (mean,
-        stdev), in the order select_leaves wrote them (H, W: the feature buffers' sizes)."""
+        evaluator's `policy` [B, H*W+1] logits, `value` [B, 3] logits, `score` [B, 2] (mean,
+        stdev) and optionally `ownership` [B, H, W] (for the ending bias), in the order
+        select_leaves wrote them (H, W: the feature buffers' sizes)."""
         cdef float[:, ::1] pol = np.ascontiguousarray(policy, dtype=np.float32)
         cdef float[:, ::1] val = np.ascontiguousarray(value, dtype=np.float32)
         cdef float[:, ::1] sc = np.ascontiguousarray(score, dtype=np.float32)
+        cdef float[:, :, ::1] own
         _check_outputs(pol, val, sc, offset + self.num_pending)
-        self._backup(&pol[offset, 0], <int>pol.shape[1], &val[offset, 0], &sc[offset, 0])
+        if ownership is None or self.num_pending == 0:
+            self._backup(&pol[offset, 0], <int>pol.shape[1], &val[offset, 0], &sc[offset, 0], NULL, 0)
+            return
+        own = _ownership_rows(ownership, offset + self.num_pending)
+        self._backup(&pol[offset, 0], <int>pol.shape[1], &val[offset, 0], &sc[offset, 0], &own[offset, 0, 0],
+                     <int>(own.shape[1] * own.shape[2]))
 
     cdef int _backup(self, const float* policy, int pol_stride, const float* value,
-                     const float* score) except -1:
+                     const float* score, const float* ownership, int own_stride) except -1:
         cdef int i, n = self.num_pending
         if n == 0:
             return 0
         if pol_stride != self.buf_h * self.buf_w + 1:
             raise ValueError(f"policy rows have {pol_stride} entries but the features were written "
                              f"for {self.buf_h}x{self.buf_w} (+1 for pass)")
+        if ownership != NULL and own_stride != self.buf_h * self.buf_w:
+            raise ValueError(f"ownership rows have {own_stride} entries, the features {self.buf_h}x{self.buf_w}")
         with nogil:
             for i in range(n):
-                self._backup_one(i, policy + <size_t>i * pol_stride, value + i * 3, score + i * 2)
+                self._backup_one(i, policy + <size_t>i * pol_stride, value + i * 3, score + i * 2,
+                                 ownership + <size_t>i * own_stride if ownership != NULL else NULL)
         self.num_pending = 0
         return 0
 
-    cdef void _backup_one(self, int i, const float* logits, const float* v, const float* score) noexcept nogil:
+    cdef void _backup_one(self, int i, const float* logits, const float* v, const float* score,
+                          const float* ownership) noexcept nogil:
         cdef int ni = self.pend_node[i], k, e, loc, idx, sym = self.pend_sym[i], canon = self.pend_canon[i]
         cdef Node* n = &self.nodes[ni]
         cdef double mx = -1e300, total = 0.0, w, l, nr, vm, mu, sigma
@@ -1526,6 +1659,17 @@ cdef class Tree:
             else:
                 memcpy(&self.cache.bits[e * self.cache.words], &self.bits[n.bits], self.words * sizeof(uint64_t))
             self.cache.all_alive[e] = self.pend_alive[i]
+            if self.cache.own != NULL:
+                if ownership == NULL:
+                    self.cache.own[<size_t>e * self.cache.stride] = NAN
+                else:
+                    for k in range(self.area):
+                        self.cache.own[<size_t>e * self.cache.stride + _sym_index(canon, k, self.x_size, self.y_size)] = \
+                            self._read_point(ownership, sym, k)
+        if ni == self.root and ownership != NULL:
+            for k in range(self.area):
+                self.root_own[k] = self._read_point(ownership, sym, k)
+            self.root_own_known = True
         k = ni  # release the virtual loss along the path
         while k >= 0:
             self.nodes[k].in_flight -= 1
@@ -1536,6 +1680,11 @@ cdef class Tree:
         if loc == PASS_LOC:
             return self.area
         return (loc // (self.x_size + 1) - 1) * self.x_size + loc % (self.x_size + 1) - 1
+
+    cdef inline float _read_point(self, const float* plane, int s, int k) noexcept nogil:
+        """Point k's entry of an output plane [buf_h, buf_w] evaluated under symmetry s."""
+        cdef int j = _sym_index(s, k, self.x_size, self.y_size)
+        return plane[(j // self.x_size) * self.buf_w + j % self.x_size]
 
     cdef inline int _sym_move(self, int loc, int s) noexcept nogil:
         """The move index of loc under symmetry s (pass stays pass)."""
@@ -1568,6 +1717,14 @@ cdef int _check_outputs(float[:, ::1] pol, float[:, ::1] val, float[:, ::1] sc, 
     return 0
 
 
+def _ownership_rows(ownership, int rows):
+    """Ownership outputs as float32 [B, H, W] with at least `rows` rows."""
+    own = np.ascontiguousarray(ownership, dtype=np.float32)
+    if own.ndim != 3 or own.shape[0] < rows:
+        raise ValueError(f"ownership must be [B, H, W] with at least {rows} rows, got {list(own.shape)}")
+    return own
+
+
 def select_batch(list trees, float[:, :, :, ::1] spatial, float[:, ::1] globals, int k=1):
     """select_leaves(k) on every tree, their leaves packed one after another from row 0 of the
     batch buffers. Returns int32 [len(trees)]: leaves per tree (0 for a finished search)."""
@@ -1589,25 +1746,30 @@ def select_batch(list trees, float[:, :, :, ::1] spatial, float[:, ::1] globals,
     return counts
 
 
-def backup_batch(list trees, counts, policy, value, score) -> None:
+def backup_batch(list trees, counts, policy, value, score, ownership=None) -> None:
     """Back up the evaluations of a select_batch: `counts` as it returned, evaluator outputs with
-    the leaves' rows in the same packed order."""
+    the leaves' rows in the same packed order (`ownership` optional, as in Tree.backup)."""
     cdef float[:, ::1] pol = np.ascontiguousarray(policy, dtype=np.float32)
     cdef float[:, ::1] val = np.ascontiguousarray(value, dtype=np.float32)
     cdef float[:, ::1] sc = np.ascontiguousarray(score, dtype=np.float32)
+    cdef float[:, :, ::1] own
     cdef int[::1] c = np.ascontiguousarray(counts, dtype=np.int32)
-    cdef int i, offset = 0, total = 0
+    cdef int i, offset = 0, total = 0, own_stride = 0
     cdef Tree tree
     if c.shape[0] != len(trees):
         raise ValueError(f"{c.shape[0]} counts for {len(trees)} trees")
     for i in range(c.shape[0]):
         total += c[i]
     _check_outputs(pol, val, sc, total)
+    if ownership is not None and total > 0:
+        own = _ownership_rows(ownership, total)
+        own_stride = <int>(own.shape[1] * own.shape[2])
     for i in range(len(trees)):
         if c[i] == 0:
             continue
         tree = <Tree?>trees[i]
         if tree.num_pending != c[i]:
             raise ValueError(f"tree {i} has {tree.num_pending} pending leaves, counts say {c[i]}")
-        tree._backup(&pol[offset, 0], <int>pol.shape[1], &val[offset, 0], &sc[offset, 0])
+        tree._backup(&pol[offset, 0], <int>pol.shape[1], &val[offset, 0], &sc[offset, 0],
+                     &own[offset, 0, 0] if own_stride else NULL, own_stride)
         offset += c[i]

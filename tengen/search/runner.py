@@ -190,7 +190,8 @@ class BatchedRunner:
                 for slot, count in zip(half.active, half.counts[e]):
                     if count:
                         self._served_by(slot, e, version)
-            backup_batch(half.trees[e], half.counts[e], out["policy"], out["value"], out["score"])
+            backup_batch(half.trees[e], half.counts[e], out["policy"], out["value"], out["score"],
+                         out.get("ownership"))
 
     def play_for(self, seconds: float) -> dict[str, float]:
         """Play for `seconds` (the games then in progress are dropped); the stats of that time."""
@@ -267,7 +268,7 @@ class SelfplayRunner(BatchedRunner):
         self.model_version = model_version
         self.id_prefix = id_prefix
         side = max(settings.board_sizes)
-        self.cache = NNCache(search.nn_cache_size, side * side)
+        self.cache = NNCache(search.nn_cache_size, side * side, ownership=search.ending_bonus_points > 0)
         super().__init__([evaluator], [self.cache], search, side, games_in_parallel=games_in_parallel,
                          leaves_per_game=leaves_per_game, seed=seed)
 

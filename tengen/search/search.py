@@ -114,7 +114,7 @@ def new_tree(cache: NNCache, config: SearchConfig, seed: int) -> Tree:
         root_policy_temperature=config.root_policy_temperature,
         root_policy_temperature_early=config.root_policy_temperature + config.root_policy_temperature_boost,
         shaped_noise=config.shaped_noise,
-        random_symmetry=config.random_symmetry,
+        random_symmetry=config.random_symmetry, ending_bonus_points=config.ending_bonus_points,
         score_utility_weight=config.score_utility_weight, seed=seed,
     )
 
@@ -136,5 +136,5 @@ def run(board: Board, evaluator: Evaluator, visits: int, *, prev1: Board | None 
         n = tree.select_leaves(leaves_per_batch, spatial, global_inputs)
         if n:
             out = evaluator.evaluate(spatial[:n], global_inputs[:n])
-            tree.backup(out["policy"], out["value"], out["score"])
+            tree.backup(out["policy"], out["value"], out["score"], ownership=out.get("ownership"))
     return read_result(tree)
