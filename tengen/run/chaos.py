@@ -126,7 +126,7 @@ class Drill:
         self.run_log = data_dir / "chaos-run.out"
         self.proc: subprocess.Popen | None = None
         self.acknowledged: set[str] = set()
-        self.at_risk = 0  # acknowledged games not yet in the window when a broker died, summed
+        self.at_risk: set[str] = set()  # acknowledged games not yet in the window when a broker died
         self.left_behind: list[int] = []  # processes a SIGKILLed `tengen run` left running, per kill
 
     def run(self, running: subprocess.Popen | None = None, stop_signal: int = signal.SIGTERM) -> DrillResult:
@@ -155,7 +155,7 @@ class Drill:
             ids = set(window_ids(self.data_dir, self.config))
             result.acknowledged, result.lost = len(self.acknowledged), len(self.acknowledged - ids)
             result.duplicated = self._duplicated()
-            result.at_risk, result.left_behind = self.at_risk, self.left_behind
+            result.at_risk, result.left_behind = len(self.at_risk), self.left_behind
             self._stop_run(stop_signal)
             return result
         finally:
@@ -176,7 +176,7 @@ class Drill:
             trainer = run_state(self.data_dir)["children"]["trainer"]
             os.kill(trainer, signal.SIGSTOP)
             try:
-                self.at_risk += self._pile_up()
+                self.at_risk |= self._pile_up()
                 broker = run_state(self.data_dir)["children"]["broker"]
                 positions = selfplay_positions(self.data_dir)  # self-play went on during the pause
                 start = time.monotonic()
@@ -201,16 +201,16 @@ class Drill:
                    and len(window_ids(self.data_dir, self.config)) > games, f"the loop to move after {target}")
         return time.monotonic() - start
 
-    def _pile_up(self) -> int:
+    def _pile_up(self) -> set[str]:
         """With the trainer paused: wait at least trainer_pause_s and until AT_RISK_GOAL acknowledged
-        games are not in the window (bounded by recovery_s); returns how many wait."""
+        games are not in the window (bounded by recovery_s); returns the ids of those that wait."""
         start = time.monotonic()
         while True:
             time.sleep(1.0)
             self._note_acknowledged()
-            waiting = len(self.acknowledged - set(window_ids(self.data_dir, self.config)))
+            waiting = self.acknowledged - set(window_ids(self.data_dir, self.config))
             elapsed = time.monotonic() - start
-            if (elapsed >= self.trainer_pause_s and waiting >= AT_RISK_GOAL) or elapsed >= self.recovery_s:
+            if (elapsed >= self.trainer_pause_s and len(waiting) >= AT_RISK_GOAL) or elapsed >= self.recovery_s:
                 return waiting
 
     def _note_acknowledged(self) -> None:
