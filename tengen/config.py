@@ -80,8 +80,8 @@ class SelfplayConfig:
     games_in_parallel: int = 16  # G games per process, split into two halves in flight
     sgf_sample_rate: float = 0.05  # fraction of games also written as SGF
     # Policy surprise weighting (tengen.search.selfplay): records carry each full search's policy
-    # surprise and the window gets surprising positions more often, the game's total kept. Off until
-    # an A/B on this box shows it buys strength (configs/cpu.yaml).
+    # surprise and the window gets surprising positions more often, the game's total kept. Off: it
+    # lost its A/B on this box (configs/cpu.yaml); on in the paper preset.
     surprise_weighting: bool = False
 
 

@@ -270,7 +270,7 @@ def test_policy_surprise_is_the_kl_of_the_target_from_the_root_prior() -> None:
 
 
 def test_full_searches_record_their_policy_surprise() -> None:
-    assert not SelfplaySettings.from_config(TINY).surprise_weighting  # off until an A/B turns it on
+    assert not SelfplaySettings.from_config(TINY).surprise_weighting  # off: it lost its A/B on cpu7
 
     def play(surprise: bool) -> game_pb2.GameRecord:
         config = settings(permanent_branch_prob=0.0, handicap_prob=0.0, full_visits=8, fast_visits=2,
