@@ -18,9 +18,9 @@ each conv as variance-preserving (He-initialised), the net's input as variance 1
 of a sum as adding, what goes into each ReLU has variance 1; a residual stream of k summed branches
 has variance 1 + k, so K = 1/sqrt(1 + k). That idealisation is approximate (binary input planes,
 the pooled biases' default init): what it guarantees is a stream whose scale does not grow with
-depth (tests/test_nn_model.py). The one batch norm sits at the end of the trunk, and a second copy of every head
-is trained behind it with 80% of the loss weight; the heads without it (20%) are the served ones,
-so training and inference compute the same function.
+depth (tests/test_nn_model.py). The one batch norm sits at the end of the trunk, and a second copy
+of every head is trained behind it with 80% of the loss weight; the heads without it (20%) are the
+served ones, so training and inference compute the same function.
 
 The whole net is TorchScript-compatible (tengen.nn.export scripts it).
 """

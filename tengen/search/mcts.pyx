@@ -253,7 +253,6 @@ cdef class NNCache:
     cdef readonly long hits
     cdef readonly long misses
     cdef float* own                # ownership per entry (mover's view), NULL unless kept; NaN first: none
-    cdef readonly bint has_ownership
 
     def __cinit__(self, int capacity, int max_area=MAX_AREA, *, bint ownership=False):
         if capacity < 0:
@@ -276,7 +275,6 @@ cdef class NNCache:
         self.lru_prev = <int*>malloc(cap * sizeof(int))
         self.lru_next = <int*>malloc(cap * sizeof(int))
         self.table = <int*>malloc(tsize * sizeof(int))
-        self.has_ownership = ownership
         if ownership:
             self.own = <float*>malloc(<size_t>cap * self.stride * sizeof(float))
         if (self.keys == NULL or self.policy == NULL or self.vals == NULL or self.bits == NULL
@@ -865,17 +863,20 @@ cdef class Tree:
 
     cdef void _root_ownership_from_cache(self) noexcept:
         """The kept root's ownership from the NN cache (unknown when it is not there)."""
-        cdef int e, k
-        cdef float* own
+        cdef int e
         self.root_own_known = False
         if self.cache.own == NULL or self.p.ending_bonus_points <= 0:
             return
         self.root_board.copy_into(self.scratch)
         e = self.cache.lookup(self._position_key())
-        if e < 0:
-            return
-        own = &self.cache.own[<size_t>e * self.cache.stride]
-        self.root_own_known = own[0] == own[0]
+        if e >= 0:
+            self._root_own_from_entry(e)
+
+    cdef void _root_own_from_entry(self, int e) noexcept nogil:
+        """root_own from cache entry e (stored canonically: mapped back by key_sym)."""
+        cdef float* own = &self.cache.own[<size_t>e * self.cache.stride]
+        cdef int k
+        self.root_own_known = own[0] == own[0]  # NaN: stored without ownership
         for k in range(self.area):
             self.root_own[k] = own[_sym_index(self.key_sym, k, self.x_size, self.y_size)]
 
@@ -1566,12 +1567,8 @@ cdef class Tree:
         cdef float* vals = &self.cache.vals[e * 5]
         cdef int k
         cdef double total = 0.0
-        cdef float* own
         if ni == self.root and self.cache.own != NULL:
-            own = &self.cache.own[<size_t>e * self.cache.stride]
-            self.root_own_known = own[0] == own[0]  # NaN: stored without ownership
-            for k in range(self.area):
-                self.root_own[k] = own[_sym_index(self.key_sym, k, self.x_size, self.y_size)]
+            self._root_own_from_entry(e)
         for k in range(n.edge_start, n.edge_start + n.num_edges):
             self.e_prior[k] = pol[self._sym_move(self.e_loc[k], self.key_sym)]
             total += self.e_prior[k]
@@ -1622,6 +1619,8 @@ cdef class Tree:
             loc = self.e_loc[k]
             if loc == PASS_LOC:
                 idx = self.buf_h * self.buf_w
+            elif sym == 0:
+                idx = (loc // (self.x_size + 1) - 1) * self.buf_w + loc % (self.x_size + 1) - 1
             else:  # the features were written under sym: the move's point is where sym took it
                 idx = _sym_index(sym, self._move_index(loc), self.x_size, self.y_size)
                 idx = (idx // self.x_size) * self.buf_w + idx % self.x_size
