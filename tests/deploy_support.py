@@ -260,6 +260,33 @@ def check_persistence(workload: Workload, config: Config, ephemeral: set[str]) -
         assert not read_only, f"{workload.name} writes {path}, but {mount} is mounted read-only"
 
 
+# -- read-only root file systems ------------------------------------------------------------------
+def scratch_paths(image: str, argv: list[str]) -> tuple[str, ...]:
+    """Where a container writes besides its data volumes. Every container runs on a read-only root
+    file system, so each of these must be a writable mount of its own (a tmpfs in compose, an
+    emptyDir in Kubernetes), or the process fails at start."""
+    if "tengen/app" in image or "tengen/triton" in image:
+        return ("/tmp",)  # tempfile, and HOME for the app (torch and matplotlib caches)
+    if image.startswith("apache/kafka"):
+        # kafka-run-class.sh makes its log directory for every tool; the image's start script
+        # (the broker: no command, or one that execs it) writes the broker's config from the environment.
+        broker = not argv or "/etc/kafka/docker/run" in " ".join(argv)
+        return ("/tmp", "/opt/kafka/logs") + (("/opt/kafka/config",) if broker else ())
+    if image.startswith("postgres:"):
+        return ("/tmp", "/var/run/postgresql")  # its socket and lock file
+    if image.startswith("grafana/"):
+        return ("/tmp",)
+    return ()
+
+
+def check_writable(where: str, image: str, argv: list[str], env: dict[str, str], writable: set[str]) -> None:
+    """The scratch paths of the image, and the app's HOME, are writable mounts."""
+    for path in scratch_paths(image, argv):
+        assert path in writable, f"{where}: {path} is not a writable mount, and the root file system is read-only"
+    if "tengen/app" in image:
+        assert env.get("HOME") in writable, f"{where}: HOME={env.get('HOME')} is on the read-only root file system"
+
+
 # -- monitoring (Prometheus, Grafana) -------------------------------------------------------------
 MONITORING = REPO / "k8s" / "components" / "monitoring"
 DASHBOARD = MONITORING / "tengen-dashboard.json"

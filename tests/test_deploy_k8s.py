@@ -34,6 +34,7 @@ from deploy_support import (
     check_entry_point,
     check_env,
     check_persistence,
+    check_writable,
     entry_point_sources,
     env_names_read,
     mount_of,
@@ -651,16 +652,44 @@ def test_every_container_has_requests_and_limits_and_gpus_where_the_overlay_says
 
 
 def test_pods_are_hardened(manifests: Manifests) -> None:
-    """No pod gets a service-account token (none talks to the Kubernetes API); every long-running
-    container has a liveness probe, the TensorBoard sidecar included."""
+    """No pod gets a service-account token (none talks to the Kubernetes API); every container,
+    init containers and the third-party images (Triton, PostgreSQL, Kafka) included, runs on a
+    read-only root file system, with writable mounts where its process writes, without privilege
+    escalation or capabilities; every long-running container has a liveness probe, the
+    TensorBoard sidecar included."""
     m = manifests
     for owner in m.pod_owners():
         spec = pod_spec(owner)
         assert spec.get("automountServiceAccountToken") is False, f"{m.variant}: {owner['metadata']['name']} mounts a token"
+        ids, _ = volume_ids(owner)
+        for c in containers(owner):
+            where = f"{m.variant}: {owner['metadata']['name']}/{c['name']}"
+            context = c.get("securityContext", {})
+            assert context.get("readOnlyRootFilesystem") is True, f"{where} has a writable root file system"
+            assert context.get("allowPrivilegeEscalation") is False, f"{where} may escalate privileges"
+            assert context.get("capabilities", {}).get("drop") == ["ALL"], f"{where} keeps capabilities"
+            writable = {v["mountPath"] for v in c.get("volumeMounts", [])
+                        if not v.get("readOnly") and not ids[v["name"]].startswith(("configMap/", "secret/"))}
+            argv = c.get("command", []) + c.get("args", [])
+            check_writable(where, c["image"], argv, container_env(m, c), writable)
         if owner["kind"] == "Job":
             continue
-        for c in containers(owner):
+        for c in spec["containers"]:  # init containers run to completion: no liveness probe
             assert "livenessProbe" in c, f"{m.variant}: {owner['metadata']['name']}/{c['name']} has no liveness probe"
+
+
+def test_hardening_check_can_fail(rendered: dict[str, Manifests]) -> None:
+    """Kafka without its config scratch volume, or PostgreSQL back on a writable root, is reported."""
+    for mutate, message in (
+        (lambda m: m.get("StatefulSet", "kafka")["spec"]["template"]["spec"]["containers"][0]["volumeMounts"].pop(1),
+         "/opt/kafka/config is not a writable mount"),
+        (lambda m: m.get("StatefulSet", "postgres")["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+         .pop("readOnlyRootFilesystem"), "postgres/postgres has a writable root file system"),
+    ):
+        broken = Manifests("broken", copy.deepcopy(rendered["cpu"].docs))
+        mutate(broken)
+        with pytest.raises(AssertionError, match=message):
+            test_pods_are_hardened(broken)
 
 
 def min_replicas(m: Manifests, owner: dict[str, Any]) -> int:
