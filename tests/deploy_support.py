@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import re
 import shutil
 import sys
@@ -124,12 +125,16 @@ def _parse(parser, args: list[str], shown: str) -> None:
 
 
 def entry_point_sources(argv: list[str]) -> str:
-    """The source text of the code an entry point runs (its service package, or its script)."""
+    """The source text of the code an entry point runs (its service package, its script, or the
+    function behind a `tengen GROUP ACTION` command)."""
     if argv[:2] == ["python", "-m"]:
         package = REPO / Path(*argv[2].split("."))
         return "\n".join(p.read_text() for p in sorted(package.rglob("*.py")))
     if argv[0] == "tengen":
-        return ""
+        from tengen.cli import build_parser
+
+        action = getattr(build_parser().parse_args(argv[1:]), "action", None)
+        return inspect.getsource(action) if callable(action) else ""
     script = _script_path(argv[0])
     return script.read_text() if script is not None and script.is_file() else ""
 
@@ -236,7 +241,7 @@ def written_paths(workload: Workload, config: Config) -> list[PurePosixPath]:
         from tengen.gtp.strength import RESULTS_FILE, SGF_DIR
 
         return [data / PurePosixPath(RESULTS_FILE.as_posix()), data / PurePosixPath(SGF_DIR.as_posix())]
-    if argv[0].endswith("bootstrap-model.sh"):
+    if argv[0].endswith("bootstrap-model.sh") or argv[:3] == ["tengen", "models", "prepare"]:
         return [repository_model]
     return []
 

@@ -1,4 +1,4 @@
-"""`tengen models init|list|promote` and `tengen triton` against the real Triton and the real broker.
+"""`tengen models init|list|promote|prepare` and `tengen triton` against the real Triton and the real broker.
 
 The CLI runs in this process (tengen.cli.main) except for `tengen triton`, which must be a process
 of its own to receive SIGTERM.
@@ -179,6 +179,35 @@ def test_list_without_triton_says_so(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["models", "list", "--data-dir", str(tmp_path / "nothing"), "--triton", "127.0.0.1:1", "--json"]) == 0
     listing = json.loads(capsys.readouterr().out)
     assert listing["models"] == [] and listing["triton"]["reachable"] is False and listing["triton"]["error"]
+
+
+def test_prepare_writes_version_1_before_triton_follows_the_preset_and_announces(
+        kafka_broker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`tengen models prepare`, the init container of the Kubernetes Triton pod: no Triton runs yet.
+    A new repository gets the model with the preset's config and a random version 1 (Triton loads it
+    at its start), announced for the selfplay workers; on the next start, after a preset change, the
+    config follows the preset, the version stays, and the backend is the model's own."""
+    name = _name()
+    monkeypatch.setenv("TENGEN_RUN__MODEL_NAME", name)
+    monkeypatch.delenv("TENGEN_KAFKA_BOOTSTRAP", raising=False)
+    repo_dir = tmp_path / "models"
+    common = ["models", "prepare", "--model-repository", str(repo_dir), "--preset", "tiny", "--timeout", "60"]
+    assert main([*common, "--kafka", kafka_broker.bootstrap]) == 0
+    repo = ModelRepository(repo_dir)
+    assert repo.versions(name) == [1] and repo.backend(name) == "python"
+    assert json.loads(sidecar_path(repo.export_path(name, 1)).read_text())["samples_seen"] == 0
+    assert latest_model_version(kafka_broker.bootstrap, name, timeout_s=30) == 1
+    assert "wrote a random" in capsys.readouterr().out
+
+    monkeypatch.setenv("TENGEN_TRITON__INSTANCES", "3")
+    assert main([*common, "--backend", "pytorch"]) == 0
+    out = capsys.readouterr().out
+    assert f"model {name} keeps its python backend" in out and "latest version 1" in out and "not announced" in out
+    assert repo.versions(name) == [1] and repo.backend(name) == "python"
+    assert "count: 3" in (repo.model_dir(name) / "config.pbtxt").read_text()
+    # The backend's default comes from the environment, which argparse does not check.
+    monkeypatch.setenv("TENGEN_MODEL_BACKEND", "tensorflow")
+    assert main(common) == 1 and "unknown backend 'tensorflow'" in capsys.readouterr().err
 
 
 def _reader(stream) -> queue.Queue[str]:

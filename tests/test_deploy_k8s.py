@@ -692,6 +692,39 @@ def test_hardening_check_can_fail(rendered: dict[str, Manifests]) -> None:
             test_pods_are_hardened(broken)
 
 
+def test_a_changed_preset_reaches_triton_and_never_blocks_the_apply(tmp_path: Path) -> None:
+    """`kubectl apply` cannot change the pod template of an existing Job (the old model-init Job
+    referred to the preset's hash-named ConfigMap, so a new preset failed to apply for a day,
+    until the finished Job expired). Rendered with another preset, every Job stays as it was, and the
+    container that brings the model's config to the preset (`tengen models prepare`) belongs to a
+    workload whose pod template changes, so the apply rolls it, and it reads the new preset."""
+    for overlay in ("cpu", "gpu"):
+        before = Manifests(overlay, kustomize(overlay, (), tmp_path))
+        root = tmp_path / f"{overlay}-tiny"
+        root.mkdir()
+        root.joinpath("kustomization.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "resources": [os.path.relpath(K8S / "overlays" / overlay, root)],
+            "configMapGenerator": [{"name": "tengen-config", "behavior": "merge", "literals": ["TENGEN_PRESET=tiny"]}],
+        }))
+        out = subprocess.run([tool("kubectl"), "kustomize", str(root)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        after = Manifests(f"{overlay} with preset tiny", [d for d in yaml.safe_load_all(out.stdout) if d])
+        for job in before.of_kind("Job"):
+            assert after.get("Job", job["metadata"]["name"])["spec"]["template"] == job["spec"]["template"], \
+                f"{overlay}: the {job['metadata']['name']} Job changes with the preset; kubectl apply would fail"
+        preparers = [(o, c) for o in after.pod_owners() for c in containers(o)
+                     if c.get("command", [])[:3] == ["tengen", "models", "prepare"]]
+        assert len(preparers) == 1, f"{overlay}: {len(preparers)} containers prepare the model"
+        owner, container = preparers[0]
+        assert owner["kind"] in ("Deployment", "StatefulSet"), f"{overlay}: the model is prepared by a {owner['kind']}"
+        assert container_env(after, container)["TENGEN_PRESET"] == "tiny"
+        old = before.get(owner["kind"], owner["metadata"]["name"])
+        assert old["spec"]["template"] != owner["spec"]["template"], f"{overlay}: the preset change does not roll it"
+        # ... and Triton serves what it prepared: the same claim, Triton started after it.
+        assert owner["metadata"]["name"] == "triton" and container in pod_spec(owner).get("initContainers", [])
+
+
 def min_replicas(m: Manifests, owner: dict[str, Any]) -> int:
     """The fewest pods a workload runs: its HPA's minimum when one scales it, else its replicas."""
     for hpa in m.of_kind("HorizontalPodAutoscaler"):
@@ -790,8 +823,9 @@ def test_network_policies_allow_exactly_the_connections_the_workloads_make(manif
     # The documented paths, spelt out: the database only from ratings, Triton only from its clients.
     sources_of = lambda server, port: {c for c, s, n in needed if (s, n) == (server, port)}  # noqa: E731
     assert sources_of("postgres", 5432) == {"ratings"}
-    assert sources_of("triton", TritonConfig().grpc_port) == {"selfplay", "gating", "model-init"}
-    assert sources_of("kafka", 9092) == {"kafka", "kafka-topics", "model-init", "trainer", "selfplay", "gating"}
+    assert sources_of("triton", TritonConfig().grpc_port) == {"selfplay", "gating"}
+    # The Triton pod's model-init init container announces the served version.
+    assert sources_of("kafka", 9092) == {"kafka", "kafka-topics", "triton", "trainer", "selfplay", "gating"}
     assert "trainer" not in sources_of("triton", TritonConfig().grpc_port) | sources_of("triton", TritonConfig().http_port)
     # Strength reports to ratings' gRPC port, reaches nothing else of the namespace (egress), and
     # Prometheus may scrape its /metrics.

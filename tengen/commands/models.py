@@ -1,5 +1,6 @@
-"""`tengen models init|list|promote`: make a fresh export, see what the model repository and
-Triton hold, and hot-swap an export into Triton by hand.
+"""`tengen models init|list|promote|configure|prepare`: make a fresh export, see what the model
+repository and Triton hold, hot-swap an export into Triton by hand, bring a model's config to a
+preset, and prepare the repository before Triton starts.
 
 `promote` goes through the same path as gating (tengen.infra.promotion): the export is
 written atomically as the next version of the model, Triton loads it beside the version that
@@ -253,6 +254,59 @@ def _configure(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- prepare --------------------------------------------------------------------------------------
+def _prepare(args: argparse.Namespace) -> int:
+    """Before Triton starts (Kubernetes: the init container of the Triton pod, so it runs on every
+    start of the pod, and a changed preset rolls the pod): the model's config follows the preset, a
+    new repository gets a random version 1 written straight into it (Triton loads every version
+    there at its start), and the latest version is announced for the selfplay workers."""
+    import threading
+
+    from tengen.infra.triton import ModelRepository, TritonError
+    from tengen.run.bootstrap import ensure_model
+
+    if args.backend not in BACKEND_CHOICES:  # the default comes from $TENGEN_MODEL_BACKEND, unchecked by argparse
+        raise CommandError(f"unknown backend {args.backend!r}; known: {', '.join(BACKEND_CHOICES)}")
+    config = _preset(args)
+    name = config.run.model_name
+    repo = ModelRepository(repository_path(args))
+    if repo.has_model(name) and repo.backend(name) != args.backend:
+        print(f"model {name} keeps its {repo.backend(name)} backend (fixed when the model is created; "
+              f"start from an empty repository to serve it with {args.backend})")
+    try:
+        version, created = ensure_model(repo, config, backend=args.backend)
+    except TritonError as exc:
+        raise CommandError(str(exc)) from None
+    print(f"model {name} in {repo.root}: config.pbtxt follows preset {args.preset}'s triton settings; "
+          + (f"wrote a random {config.trainer.arch} net as version 1" if created else f"latest version {version}")
+          + " (Triton loads it at its start)")
+    bootstrap = args.kafka or os.environ.get("TENGEN_KAFKA_BOOTSTRAP") or None
+    if bootstrap is None:
+        print("not announced: no Kafka broker given (--kafka or TENGEN_KAFKA_BOOTSTRAP)")
+        return 0
+    from tengen.infra.kafka import KafkaAdapterError, ReliableProducer, announce_model, wait_for_topics
+
+    # The topics are the deployment's to create (the topics Job); wait for them, never make them.
+    deadline = threading.Event()
+    timer = threading.Timer(args.timeout, deadline.set)
+    timer.start()
+    try:
+        if not wait_for_topics(bootstrap, deadline, "tengen models prepare"):
+            raise CommandError(f"the topics on {bootstrap} did not appear within {args.timeout:.0f} s; "
+                               "nothing announced")
+    finally:
+        timer.cancel()
+    producer = ReliableProducer(bootstrap, client_id="tengen-models-prepare")
+    try:
+        announce_model(producer, name, version, timeout_s=args.timeout)
+    except KafkaAdapterError as exc:
+        raise CommandError(f"announcing {name} version {version} on {bootstrap} failed: {exc}") from None
+    finally:
+        producer.close(timeout_s=5.0)
+    print(f"announced {name} version {version} on tengen.models at {bootstrap}")
+    return 0
+
+
 # -- argparse -------------------------------------------------------------------------------------
 def _run(args: argparse.Namespace) -> int:
     try:
@@ -271,7 +325,8 @@ def _positive(text: str) -> float:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "models", help="model exports and the Triton model repository: init, list, promote (hot swap), configure",
+        "models", help="model exports and the Triton model repository: init, list, promote (hot swap), configure, "
+        "prepare",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="models_command", metavar="ACTION", required=True)
@@ -326,3 +381,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     con.add_argument("--triton", default=None, help="Triton gRPC address ($TENGEN_TRITON_URL, default 127.0.0.1:8001)")
     con.add_argument("--timeout", type=_positive, default=300.0, help="seconds to wait for the reload (default 300)")
     con.set_defaults(func=_run, action=_configure)
+
+    pre = actions.add_parser("prepare", help="before Triton starts: the model's config, version 1, the announcement",
+                             description="Before Triton starts (the Kubernetes init container of the Triton pod): "
+                             "create the model with the preset's config or bring its config up to the preset, write "
+                             "a randomly initialised version 1 straight into the repository when the model has none "
+                             "(Triton loads it at its start), then announce the latest version on tengen.models "
+                             "when a broker is given, once the deployment's topics exist.")
+    add_repository_arguments(pre)
+    pre.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "cpu"),
+                     help="preset for the architecture of version 1 and the config's triton settings "
+                     "($TENGEN_PRESET, default cpu); the model's name is its run.model_name")
+    pre.add_argument("--backend", choices=BACKEND_CHOICES, default=os.environ.get("TENGEN_MODEL_BACKEND") or "python",
+                     help="backend of a new model's config ($TENGEN_MODEL_BACKEND, default python); "
+                     "an existing model keeps its own")
+    pre.add_argument("--kafka", default=None, help="Kafka bootstrap servers for the announcement "
+                     "($TENGEN_KAFKA_BOOTSTRAP; unset: no announcement)")
+    pre.add_argument("--timeout", type=_positive, default=600.0,
+                     help="seconds to wait for the topics and the announcement (default 600)")
+    pre.set_defaults(func=_run, action=_prepare)

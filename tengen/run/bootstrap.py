@@ -40,15 +40,18 @@ def configure_model(repository: ModelRepository, config: Config, name: str, back
     return changed
 
 
-def ensure_model(repository: ModelRepository, config: Config, seed: int = 0) -> tuple[int, bool]:
-    """(the model's latest version, whether this call wrote it as version 1)."""
+def ensure_model(repository: ModelRepository, config: Config, seed: int = 0,
+                 backend: str = "python") -> tuple[int, bool]:
+    """(the model's latest version, whether this call wrote it as version 1). A new model is created
+    with `backend`; an existing one keeps its own (its versions are laid out for it), its config
+    brought to the preset."""
     import torch
 
     from tengen.nn.export import export_model
     from tengen.nn.model import build_model
 
     name = config.run.model_name
-    configure_model(repository, config, name)
+    configure_model(repository, config, name, None if repository.has_model(name) else backend)
     latest = repository.latest_version(name)
     if latest is not None:
         return latest, False
