@@ -26,6 +26,7 @@ from deploy_support import (
     check_entry_point,
     check_env,
     check_persistence,
+    check_writable,
     dashboard_exprs,
     env_names_read,
     exposed_metric_names,
@@ -376,15 +377,45 @@ def test_one_registry_setting_prefixes_every_image_we_build(env: dict[str, str])
         assert prefixed["services"][name].get("image") == plain["services"][name].get("image"), name
 
 
+# Images whose entrypoint starts as root and switches to its own user, which takes capabilities
+# (chown, setuid): compose runs them as that user from the start instead.
+ROOT_STARTING_IMAGES = ("postgres:",)
+
+
+def tmpfs_paths(service: dict[str, Any]) -> set[str]:
+    tmpfs = service.get("tmpfs", [])
+    return {entry.split(":")[0] for entry in ([tmpfs] if isinstance(tmpfs, str) else tmpfs)}
+
+
 def test_services_are_hardened(compose: dict[str, Any], gpu_compose: dict[str, Any]) -> None:
-    """No new privileges anywhere, a memory limit on every service, and no capabilities for the
-    app image's services (they bind only unprivileged ports and write only their volumes)."""
+    """Every service, Triton, Kafka, PostgreSQL and the monitoring profile's included: no new
+    privileges, no capabilities (all bind unprivileged ports and run as non-root users), a read-only
+    root file system with a tmpfs or a writable volume wherever its process writes, and a memory limit."""
     for merged in (compose, gpu_compose):
         for name, service in merged["services"].items():
             assert "no-new-privileges:true" in service.get("security_opt", []), name
             assert service.get("mem_limit"), f"{name} has no memory limit"
-            if service.get("image", "").startswith(("tengen/app", "${TENGEN")) or "services." in str(service.get("command")):
-                assert service.get("cap_drop") == ["ALL"], name
+            assert service.get("cap_drop") == ["ALL"] and not service.get("cap_add"), f"{name} keeps capabilities"
+            assert not service.get("privileged"), name
+            assert service.get("read_only") is True, f"{name} has a writable root file system"
+            image = service.get("image", "")
+            if image.startswith(ROOT_STARTING_IMAGES):
+                assert service.get("user"), f"{name}: {image} starts as root and needs capabilities to switch users"
+            w = workload(name, service)
+            writable = tmpfs_paths(service) | {target for target, (_, read_only) in w.mounts.items() if not read_only}
+            check_writable(name, image, w.argv, w.env, writable)
+
+
+def test_hardening_check_can_fail(compose: dict[str, Any], gpu_compose: dict[str, Any]) -> None:
+    """Kafka without its config tmpfs, or Triton with capabilities, is reported."""
+    no_config = copy.deepcopy(compose)
+    no_config["services"]["kafka"]["tmpfs"] = ["/tmp", "/opt/kafka/logs"]
+    with pytest.raises(AssertionError, match="kafka: /opt/kafka/config is not a writable mount"):
+        test_services_are_hardened(no_config, gpu_compose)
+    capable = copy.deepcopy(compose)
+    del capable["services"]["triton"]["cap_drop"]
+    with pytest.raises(AssertionError, match="triton keeps capabilities"):
+        test_services_are_hardened(capable, gpu_compose)
 
 
 # -- the monitoring profile -----------------------------------------------------------------------
