@@ -2,7 +2,8 @@
 
 `tengen bench inference` runs in a session of its own; its descendants (tritonserver, which sits in
 a session of its own, and Triton's Python backend stubs) are found through /proc's parent links
-and recorded before the signal, and must all be gone once it has exited, as must its temp dir.
+and recorded before the signal, and must all be gone once it has exited, as must its temp dir
+(tests/process_support.py, shared with the other commands' signal tests).
 The signal comes once while Triton is still loading the model and once while the bench measures.
 
 A signal that lands while a server is starting unwinds out of its `start()`, which the
@@ -11,70 +12,14 @@ servers stop themselves then, checked directly with an interruption at the first
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-Process = tuple[int, int]  # (pid, start time in clock ticks): a pid reused later is another process
-
-
-def _stat(pid: int) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (state first), or None when gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def descendants(root: int) -> dict[Process, str]:
-    """Every live descendant of `root` with its command line, from the ppid links in /proc."""
-    children: dict[int, list[int]] = {}
-    starts: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = _stat(int(entry.name))
-        if fields is None or fields[0] == "Z":
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-        starts[int(entry.name)] = int(fields[19])
-    found: dict[Process, str] = {}
-    stack = list(children.get(root, []))
-    while stack:
-        pid = stack.pop()
-        found[(pid, starts[pid])] = _cmdline(pid)
-        stack.extend(children.get(pid, []))
-    return found
-
-
-def alive(process: Process) -> bool:
-    fields = _stat(process[0])
-    return fields is not None and fields[0] != "Z" and int(fields[19]) == process[1]
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, bench: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if bench.poll() is not None:
-            pytest.fail(f"the bench exited ({bench.returncode}) before {what}:\n{log.read_text()[-3000:]}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} within {timeout_s:.0f} s:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
+from process_support import TENGEN, Moment, has, interrupt
 
 
 def test_triton_interrupted_while_starting_stops_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,54 +65,11 @@ def test_broker_interrupted_while_starting_stops_itself(tmp_path: Path, monkeypa
             started[0].wait()
 
 
-def has(program: str) -> Callable[[dict[Process, str]], bool]:
-    """Whether a live process among those found runs `program` (its path ends so). Not any
-    mention in the command line: the bench forks copies of itself (ctypes runs ldconfig)."""
-    return lambda found: any(cmd.split(" ", 1)[0].endswith(program) for process, cmd in found.items() if alive(process))
-
-
-def interrupt_bench(tmp_path: Path, argv: list[str], moments: list[tuple[str, Callable[[dict[Process, str], str], bool]]],
-                    signum: int, temp_prefix: str) -> None:
-    """Start `tengen bench ARGV`, wait for each moment in turn (a test of the bench's descendants
-    and its log), send `signum`, and check nothing it started outlives it and its temp dir is gone."""
-    tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir()
-    log = tmp_path / "bench.log"
-    env = dict(os.environ, TMPDIR=str(tmpdir), PYTHONUNBUFFERED="1")
-    with open(log, "wb") as out:
-        bench = subprocess.Popen([sys.executable, "-m", "tengen.cli", "bench", *argv], cwd=ROOT, env=env, stdout=out,
-                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    seen: dict[Process, str] = {}  # every descendant ever seen, recorded before the signal
-
-    def reached(test: Callable[[dict[Process, str], str], bool]) -> Callable[[], bool]:
-        def check() -> bool:
-            seen.update(descendants(bench.pid))
-            return test(seen, log.read_text(errors="replace"))
-        return check
-
-    try:
-        for what, test in moments:
-            wait_for(reached(test), 300, what, bench, log)
-        seen.update(descendants(bench.pid))
-        assert list(tmpdir.glob(f"{temp_prefix}*")), "the bench made no temp dir under $TMPDIR"
-        bench.send_signal(signum)
-        code = bench.wait(timeout=120)
-        assert code == 128 + signum, log.read_text()[-3000:]
-        deadline = time.monotonic() + 30  # generous: the bench stopped them before it exited
-        while any(alive(p) for p in seen) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = {cmd for process, cmd in seen.items() if alive(process)}
-        assert not left, f"left running after {signal.Signals(signum).name}: {left}\n{log.read_text()[-3000:]}"
-        assert not list(tmpdir.glob(f"{temp_prefix}*")), "temp dir left behind"
-    finally:
-        # Whatever a failing run left: the bench's session, then any recorded descendant.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(bench.pid, signal.SIGKILL)
-        for process in seen:
-            if alive(process):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(process[0], signal.SIGKILL)
-        bench.wait(timeout=30)
+def interrupt_bench(tmp_path: Path, argv: list[str], moments: list[tuple[str, Moment]], signum: int,
+                    temp_prefix: str) -> None:
+    """`tengen bench ARGV` signalled at the moments: nothing it started outlives it, its temp dir
+    (made before the signal) is gone."""
+    interrupt(tmp_path, [*TENGEN, "bench", *argv], moments, signum, temp_prefix=temp_prefix, made_temp=True)
 
 
 # Each signal at each moment once across the benches, not every combination: each case starts

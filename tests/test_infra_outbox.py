@@ -8,7 +8,7 @@ import pytest
 
 from tengen.infra.broker import LocalBroker
 from tengen.infra.kafka import GroupConsumer, ReliableProducer, TopicSpec, ensure_topics
-from tengen.infra.outbox import Outbox
+from tengen.infra.outbox import Outbox, spooled_keys
 
 TOPIC = "outbox-games"
 GROUP = "outbox-trainer"
@@ -91,6 +91,8 @@ def test_a_new_process_restores_what_the_last_one_kept(tmp_path) -> None:
     for key in ("0-abc-1", "0-abc-2", "a/b c"):  # any key makes a file name
         assert first.add(key, key.encode() * 3)
     (spool / ".0-abc-3.tmp").write_bytes(b"torn")
+    # What another process (the fault drill) reads of it: the keys, not the torn write.
+    assert spooled_keys(spool) == {"0-abc-1", "0-abc-2", "a/b c"} and spooled_keys(tmp_path / "none") == set()
     del first  # the process dies: nothing of it is closed or flushed
 
     second = Outbox("127.0.0.1:1", TOPIC, GROUP, lambda k, v: None, spool_dir=spool)

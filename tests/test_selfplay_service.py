@@ -12,9 +12,11 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable, Iterator
 
 import numpy as np
@@ -35,6 +37,7 @@ from tengen.infra.triton import LocalTriton, ModelRepository, TritonError, Trito
 from tengen.nn.export import export_model
 from tengen.nn.model import build_model
 from tengen.proto import game_pb2
+from tengen.search.runner import RunnerStats
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,6 +98,80 @@ def test_evaluator_retries_end_when_stopping() -> None:
     with pytest.raises(TritonError, match="while stopping"):
         TritonEvaluator(f"127.0.0.1:{free_port('127.0.0.1')}", "m", retry_deadline_s=600, stop=stop)
     timer.join()
+
+
+class FakeClock:
+    """A monotonic clock the test moves by hand: a stall without waiting a minute for it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _healthz(port: int) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_healthz_reports_a_stall_after_stall_s_without_new_positions() -> None:
+    """A worker whose broker never answers plays nothing: /healthz says so once stall_s has passed."""
+    config = load_config("tiny")
+    config.kafka.bootstrap = f"127.0.0.1:{free_port('127.0.0.1')}"  # nothing listens there
+    clock = FakeClock()
+    service = SelfplayService(config, worker_id="w", http_port=0, stall_s=30.0, clock=clock)
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while service.http_port == 0:
+            assert time.monotonic() < deadline and thread.is_alive(), "no HTTP port"
+            time.sleep(0.05)
+        status, line = _healthz(service.http_port)
+        assert status == 200 and "waiting for the broker" in line, line
+        clock.now += 29.0
+        assert _healthz(service.http_port)[0] == 200
+        clock.now += 1.0
+        status, line = _healthz(service.http_port)
+        assert status == 503 and line.startswith("stalled: no new position for 30 s"), line
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+
+
+def test_a_stall_is_no_new_positions_not_no_evaluations() -> None:
+    """Issue 16 defines a stall as no new positions: a net that evaluates while no move is played
+    (games that cannot finish a search) is stalled; moves of games still in progress are progress,
+    and a runner that ends and one that starts from zero moves are neither progress nor a stall."""
+    clock = FakeClock()
+    service = SelfplayService(load_config("tiny"), worker_id="w", stall_s=60.0, clock=clock)
+    runner = SimpleNamespace(stats=RunnerStats())
+    service._runner = runner  # what _play sets while a runner plays
+    assert service._health()[0]
+    for _ in range(3):  # evaluations go on, no move is played
+        clock.now += 30.0
+        runner.stats.leaves += 100
+    ok, line = service._health()
+    assert not ok and line.startswith("stalled: no new position for 90 s"), line
+    runner.stats.moves += 1  # one move of a game still in progress
+    assert service._health()[0]
+    clock.now += 59.0
+    assert service._health()[0]
+    # The runner ends (its games dropped) and a new one starts at zero moves: the count of moves
+    # played does not go back, so neither the restart nor the new runner's first move is a stall.
+    service._runner_ended(runner)
+    service._runner = SimpleNamespace(stats=RunnerStats())
+    clock.now += 1.0
+    ok, line = service._health()
+    assert not ok and "no new position for 60 s" in line, line
+    service._runner.stats.moves += 1
+    assert service._health()[0] and service.moves_played() == 2
 
 
 # -- end to end ------------------------------------------------------------------------------------

@@ -12,10 +12,9 @@ import torch
 
 from services.trainer.training import Learner, SwaAverager, learning_rate
 from tengen.config import TrainerConfig, load_config
-from tengen.data.rows import rows_from_record
-from tengen.data.synthetic import random_game
 from tengen.data.window import Window
 from tengen.nn.loss import LOSS_TERMS
+from trainer_support import fill_window
 
 
 def test_learning_rate_follows_the_schedule() -> None:
@@ -44,12 +43,7 @@ def test_swa_is_an_exponential_moving_average_of_snapshots() -> None:
 
 @pytest.fixture(scope="module")
 def filled_window(tmp_path_factory: pytest.TempPathFactory) -> Window:
-    window = Window(tmp_path_factory.mktemp("window"), 7, c=500)
-    rng = np.random.default_rng(11)
-    while window.n_total < 300:
-        record = random_game(rng, 7, full_search_prob=0.5)
-        window.append(record.id, rows_from_record(record, 7))
-    return window
+    return fill_window(Window(tmp_path_factory.mktemp("window"), 7, c=500), 300, seed=11)
 
 
 def tiny_config(**changes: object) -> TrainerConfig:
@@ -227,17 +221,8 @@ def test_a_failing_prefetch_thread_fails_the_step(filled_window: Window, monkeyp
 
 
 def _poisoned_window(directory: Path, all_rows: bool) -> Window:
-    """A window whose rows carry the weight 3e38 that once passed record validation (appended
-    straight to the window, as a gap in validation would): every row, or the first of each game."""
-    window = Window(directory, 7, c=500)
-    rng = np.random.default_rng(5)
-    while window.n_total < 300:
-        record = random_game(rng, 7, full_search_prob=0.5)
-        rows = rows_from_record(record, 7)
-        rows.weight[:] = 3e38 if all_rows else rows.weight
-        rows.weight[0] = 3e38
-        window.append(record.id, rows)
-    return window
+    """Every row poisoned, or the first of each game (tests/trainer_support.py)."""
+    return fill_window(Window(directory, 7, c=500), 300, seed=5, poison="all" if all_rows else "first")
 
 
 def _state(learner: Learner) -> dict[str, torch.Tensor]:

@@ -34,8 +34,10 @@ Stale announcements: when Triton does not serve the announced version but serves
 announcement lost with a broker restart), the worker plays Triton's newest READY version and says
 so; Triton's repository is what gating promoted.
 
-Health: /healthz reports not ok when the net has evaluated nothing for STALL_S, whatever the
-reason (a broker, Triton or announcement problem the worker cannot get out of by itself).
+Health: /healthz reports not ok when no new position was played for STALL_S (issue 16's definition
+of a stalled loop: moves of games still in progress count, so a long game is not a stall), whatever
+the reason (a broker, Triton or announcement problem the worker cannot get out of by itself, or an
+outbox that stays full).
 
 SIGTERM/SIGINT set the stop event: the runner stops after the batch in flight, its games in
 progress are dropped, the producer is flushed (up to FLUSH_S) and closed. HTTP on `http_port`:
@@ -50,7 +52,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -80,7 +82,7 @@ EVAL_RETRY_S = 120.0  # a Triton outage shorter than this pauses the games; a lo
 MAX_BUFFERED_GAMES = 2000  # games held for the broker before self-play pauses
 FLUSH_S = 15.0  # at shutdown, wait this long for the broker to acknowledge what is buffered
 WAIT_LOG_EVERY_S = 30.0  # repeat a "still waiting" line this often
-STALL_S = 60.0  # no evaluation for this long: /healthz says not ok
+STALL_S = 60.0  # no new position played for this long: /healthz says not ok
 _WORKER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -143,7 +145,9 @@ class SelfplayService:
 
     def __init__(self, config: Config, *, worker_id: str, http_port: int | None = None,
                  games: int | None = None, log_every_s: float = 30.0, seed: int | None = None,
-                 outbox_dir: str | None = None) -> None:
+                 outbox_dir: str | None = None, stall_s: float = STALL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """`stall_s` and `clock` decide when /healthz reports a stall (tests shorten or fake them)."""
         if games is not None and games < 1:
             raise ValueError(f"games must be >= 1, got {games}")
         self.config = config
@@ -162,6 +166,7 @@ class SelfplayService:
         self.positions_done = 0
         self.evaluations_done = 0  # positions the net evaluated, in batches_done batches
         self.batches_done = 0
+        self.moves_before = 0  # moves played by the runners that have ended (each runner counts from 0)
         self.version = 0  # the model version requested from Triton (0 before the first)
         self._sample = np.random.default_rng(self.seed)
         self._lock = threading.Lock()
@@ -169,7 +174,9 @@ class SelfplayService:
         self._producer: ReliableProducer | None = None
         self._outbox: Outbox | None = None
         self._runner: SelfplayRunner | None = None
-        self._progress = (-1, time.monotonic())  # (evaluations seen by /healthz, when they changed)
+        self.stall_s = stall_s
+        self._clock = clock
+        self._progress = (-1, clock())  # (most moves /healthz has seen played, when that grew)
 
     # -- the service ----------------------------------------------------------------------------
 
@@ -270,7 +277,7 @@ class SelfplayService:
             finally:
                 self.metrics.playing.set(0)
                 self._count_evaluations(runner, counted)  # also those of the games dropped
-                self._runner = None
+                self._runner_ended(runner)
                 with self._lock:
                     self._evaluator = None
                 evaluator.close()
@@ -451,13 +458,21 @@ class SelfplayService:
             games, positions, last = self.games_done, self.positions_done, now
             evaluations, batches = self.evaluations_done, self.batches_done
 
+    def moves_played(self) -> int:
+        """Moves played since the start, those of games still in progress (or dropped) included."""
+        before = self.moves_before  # read first: _runner_ended clears _runner before adding to it,
+        runner = self._runner  # so a runner's moves are never counted twice (only briefly not at all)
+        return before + (runner.stats.moves if runner is not None else 0)
+
+    def _runner_ended(self, runner: SelfplayRunner) -> None:
+        self._runner = None
+        self.moves_before += runner.stats.moves
+
     def _health(self) -> tuple[bool, str]:
-        runner = self._runner  # its leaves grow while a batch is evaluated, long before a game ends
-        evaluations = self.evaluations_done + (runner.stats.leaves if runner is not None else 0)
-        now = time.monotonic()
-        if evaluations != self._progress[0]:
-            self._progress = (evaluations, now)
+        moves, now = self.moves_played(), self._clock()
+        if moves > self._progress[0]:  # (briefly lower while a runner ends: not progress)
+            self._progress = (moves, now)
         idle = now - self._progress[1]
-        if idle >= STALL_S:
-            return False, f"stalled: no evaluation for {idle:.0f} s; {self.state}; {self.games_done} games"
+        if idle >= self.stall_s:
+            return False, f"stalled: no new position for {idle:.0f} s; {self.state}; {self.games_done} games"
         return True, f"ok: {self.state}; {self.games_done} games"

@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import signal
 import sys
+
+from tengen.infra.process import Interrupted, exit_on_signals
 
 BENCHMARKS: list[str] = ["go", "features", "ratings", "train", "inference", "nn", "mcts", "selfplay", "loop", "ab"]
 
@@ -37,27 +38,14 @@ def _runner(name, module):
             raise SystemExit("--seconds must be positive")
         # SIGTERM and SIGINT unwind the benchmark, so its finally blocks stop the servers it
         # started and remove its temporary directories.
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, _exit_on_signal)
+        exit_on_signals()
         try:
             figures = {"bench": name, **module.run(args)}
-        except _Interrupted as stop:
+        except Interrupted as stop:
             # run() has unwound: its servers are stopped and its temporary directories removed.
-            print(f"bench {name}: interrupted by {signal.Signals(stop.code - 128).name}", file=sys.stderr)
-            return stop.code
+            print(f"bench {name}: interrupted by {stop.signal_name}", file=sys.stderr)
+            return int(stop.code)
         print(json.dumps(figures), flush=True)
         return 0
 
     return run
-
-
-class _Interrupted(SystemExit):
-    """A benchmark stopped by a signal; code is 128 + the signal number."""
-
-
-def _exit_on_signal(signum: int, frame: object) -> None:
-    # Further signals are ignored: a second Ctrl-C must not cut short the cleanup the first began
-    # (each stop has its own grace period; SIGKILL is still there).
-    for other in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(other, signal.SIG_IGN)
-    raise _Interrupted(128 + signum)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -24,6 +23,7 @@ def _targets(text: str) -> tuple[str, ...]:
 
 def _chaos(args: argparse.Namespace) -> int:
     from tengen.commands.run import preset_and_data_dir
+    from tengen.infra.process import Interrupted, exit_on_signals
     from tengen.run.chaos import Drill, DrillError
 
     found = preset_and_data_dir("tengen chaos", args.preset, args.data_dir)
@@ -34,18 +34,15 @@ def _chaos(args: argparse.Namespace) -> int:
           f"{', '.join(args.targets)}", flush=True)
     drill = Drill(preset, config, data_dir, args.rounds, targets=args.targets, recovery_s=args.recovery)
 
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt  # unwinds the drill, which stops the run it started
-
-    signal.signal(signal.SIGTERM, interrupt)
+    exit_on_signals()  # SIGTERM and Ctrl-C unwind the drill, which stops the run it started
     try:
         result = drill.run()
     except DrillError as exc:
         print(f"tengen chaos: FAILED: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("tengen chaos: interrupted; the run it started is stopped", file=sys.stderr)
-        return 130
+    except Interrupted as stop:
+        print(f"tengen chaos: interrupted by {stop.signal_name}; the run it started is stopped", file=sys.stderr)
+        return int(stop.code)
     summary = result.summary()
     print(f"tengen chaos: {len(result.recoveries)} kills, slowest recovery {summary['max_recovery_s']:.1f} s; "
           f"{result.acknowledged} acknowledged games: {result.lost} lost, {result.duplicated} duplicated")

@@ -103,6 +103,7 @@ def analysis_visits(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from tengen.gtp.engine import GtpEngine
+    from tengen.infra.process import exit_on_signals
 
     try:
         analyzer, metadata = build_analyzer(args)
@@ -129,6 +130,8 @@ def _run(args: argparse.Namespace) -> int:
     log.info("tengen gtp ready: %s", version)
     # Bytes that are not UTF-8 become U+FFFD: a garbled line is an unknown command, not a crash.
     sys.stdin.reconfigure(errors="replace")  # type: ignore[union-attr]
+    # SIGTERM and Ctrl-C end the engine quietly, even mid-search (exit 128 + N, no traceback).
+    exit_on_signals()
     return engine.run(sys.stdin)
 
 

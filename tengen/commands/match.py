@@ -82,8 +82,9 @@ def make_reporter(args: argparse.Namespace) -> Any:
 
 def play_match(args: argparse.Namespace, a: Any, b: Any, source: str) -> int:
     """Run the match between EngineSpecs a and b with the shared arguments; prints progress and
-    the summary; exit code 1 when games could not be reported."""
+    the summary; exit code 1 when games could not be reported, 128 + N when signal N stopped it."""
     from tengen.gtp.match import GameOutcome, Match, MatchSettings
+    from tengen.infra.process import Interrupted, exit_on_signals
 
     settings = MatchSettings(
         games=args.games, size=args.size, komi=args.komi, rules=args.rules, max_moves=args.max_moves,
@@ -101,12 +102,16 @@ def play_match(args: argparse.Namespace, a: Any, b: Any, source: str) -> int:
     except Exception as error:  # a store or service that cannot be opened: say so, play nothing
         print(f"error: cannot open ratings: {error}", file=sys.stderr)
         return 1
+    exit_on_signals()  # SIGTERM unwinds like Ctrl-C: Match.run's finally stops both engines
     try:
         match = Match(a, b, settings, reporter, on_game=progress)
         summary = match.run()
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except Interrupted as stop:
+        print(f"interrupted by {stop.signal_name}: the engines are stopped", file=sys.stderr)
+        return int(stop.code)
     finally:
         if reporter is not None:
             reporter.close()

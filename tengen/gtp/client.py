@@ -65,9 +65,12 @@ class GtpClient:
         self.timeout = timeout
         self._stderr = open(stderr_path, "ab") if stderr_path is not None else subprocess.DEVNULL
         try:
+            # A process group of its own: Ctrl-C at a terminal signals the whole foreground group,
+            # and an engine killed by it mid-game would forfeit the game in progress (the strength
+            # service let it finish, then recorded a loss). Whoever started the engine stops it.
             self.process = subprocess.Popen(
                 self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                text=True, bufsize=1, cwd=cwd,
+                text=True, bufsize=1, cwd=cwd, process_group=0,
             )
         except OSError as error:
             self._close_stderr()
@@ -76,6 +79,7 @@ class GtpClient:
         self._reader = threading.Thread(target=self._read, name=f"gtp-read-{self.name}", daemon=True)
         self._reader.start()
         self._commands: set[str] | None = None
+        self._pending = False  # a command was sent whose whole answer has not been read
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -113,6 +117,7 @@ class GtpClient:
             self.process.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
             raise EngineDied(f"{self.name} is not running (sending {command!r})") from None
+        self._pending = True
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         line = self._next_line(deadline, command)
         while not line.strip():  # stray empty lines before a response
@@ -127,6 +132,7 @@ class GtpClient:
                 break
             parts.append(line)
         text = "\n".join(p for p in parts if p).strip()
+        self._pending = False
         if not ok:
             raise CommandFailed(command, text)
         return text
@@ -142,8 +148,9 @@ class GtpClient:
         self.process.wait()
 
     def close(self) -> None:
-        """`quit`, then wait briefly; kill an engine that does not leave."""
-        if self.alive:
+        """`quit`, then wait briefly; kill an engine that does not leave, or that has not answered
+        its last command (a match interrupted mid-move: `quit` would wait for that move)."""
+        if self.alive and not self._pending:
             try:
                 self.send("quit", timeout=QUIT_TIMEOUT_S)
             except EngineError:

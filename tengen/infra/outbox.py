@@ -42,6 +42,16 @@ class _Kept:
     offset: int | None = None
 
 
+def spooled_keys(spool_dir: str | os.PathLike[str]) -> set[str]:
+    """The keys of the records a spool holds now (a write cut short excluded), read from outside
+    its process: what the producer published and the consumer group has not committed."""
+    try:
+        names = [p.name for p in Path(spool_dir).iterdir()]
+    except FileNotFoundError:
+        return set()
+    return {urllib.parse.unquote(name) for name in names if not name.startswith(".")}
+
+
 class Outbox:
     """Records of one topic, kept from `add` until `group` has committed past them."""
 

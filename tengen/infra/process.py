@@ -1,4 +1,5 @@
-"""Stopping the child servers that tengen starts (broker, Triton, services), one way everywhere."""
+"""Stopping the child servers that tengen starts (broker, Triton, services), one way everywhere, and
+a command's own stop on SIGTERM and SIGINT."""
 from __future__ import annotations
 
 import contextlib
@@ -42,6 +43,33 @@ def kill_process(proc: subprocess.Popen, group: bool = False) -> None:
         else:
             proc.kill()
         proc.wait()
+
+
+# -- a command stopped by a signal ---------------------------------------------------------------
+
+class Interrupted(SystemExit):
+    """A command stopped by SIGTERM or SIGINT; `code` is 128 + the signal number, as a shell reports
+    it. A SystemExit, so a command that does not catch it exits with that code and no traceback."""
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(int(self.code) - 128).name
+
+
+def exit_on_signals() -> None:
+    """From now on SIGTERM, like Ctrl-C's SIGINT, raises Interrupted in the main thread: the command
+    unwinds, and its finally blocks stop the servers and engines it started and remove its temp
+    dirs (the default SIGTERM would end the process at once and leave them behind)."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _interrupt)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    # Later signals are ignored: a second Ctrl-C must not cut short the cleanup the first began
+    # (each stop has its own grace period; SIGKILL is still there).
+    for other in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(other, signal.SIG_IGN)
+    raise Interrupted(128 + signum)
 
 
 # -- what a crashed run leaves behind ------------------------------------------------------------

@@ -5,9 +5,13 @@ each round SIGKILLs the trainer, the broker, Triton, ratings and `tengen run` it
 supervisor; the drill starts a new `tengen run` on the same data dir, which stops what the dead one
 left), one after the other. After each kill it measures how long until self-play moves again: new
 positions counted by a worker and new games in the window. Every game id the broker holds is
-recorded just before each kill (all of them were acknowledged, acks=all); at the end the drill
-waits for every one of them to reach the window and counts those that never did (lost) and the
-ids the window holds twice (duplicated). Before each broker kill the trainer is paused (at least
+recorded just before each kill (all of them were acknowledged, acks=all), and after each kill that
+empties the broker's log (broker, supervisor) every id in the workers' spools
+(tengen.infra.outbox): a game acknowledged between the last read and the kill is there until the
+trainer commits it, and once committed it is in the window, so none goes unchecked (games still in
+flight at the kill are spooled too and checked as well: the outbox keeps them alike). At the end
+the drill waits for every recorded game to reach the window and counts those that never did (lost)
+and the ids the window holds twice (duplicated). Before each broker kill the trainer is paused (at least
 TRAINER_PAUSE_S, and on until AT_RISK_GOAL games wait), so the broker dies holding games nobody has
 made durable yet. The bounds are liveness timeouts: a part that does not come back within `recovery_s` fails the drill.
 """
@@ -27,8 +31,9 @@ from typing import Callable, TextIO
 from tengen.config import Config
 from tengen.data.window import IDS, Window, WindowError
 from tengen.infra.kafka import GAMES_TOPIC
+from tengen.infra.outbox import spooled_keys
 from tengen.infra.process import marked_processes, stop_marked
-from tengen.run.local import STATE_FILE
+from tengen.run.local import SELFPLAY_OUTBOX, STATE_FILE
 from tengen.run.status import WINDOW_DIR, scrape
 
 log = logging.getLogger(__name__)
@@ -78,6 +83,12 @@ def acknowledged_ids(bootstrap: str, timeout_s: float = 60.0) -> set[str]:
         return ids
     finally:
         consumer.close()
+
+
+def spooled_ids(data_dir: Path) -> set[str]:
+    """Game ids in the spools of the run's self-play workers: published, not yet committed."""
+    root = data_dir / SELFPLAY_OUTBOX
+    return set().union(*(spooled_keys(spool) for spool in root.iterdir())) if root.is_dir() else set()
 
 
 def selfplay_positions(data_dir: Path) -> float:
@@ -181,6 +192,9 @@ class Drill:
                 positions = selfplay_positions(self.data_dir)  # self-play went on during the pause
                 start = time.monotonic()
                 os.kill(broker, signal.SIGKILL)
+                # Acknowledged since _pile_up's last read of the broker: spooled, as the trainer
+                # (still paused) committed nothing.
+                self.at_risk |= self._note_spooled()
             finally:
                 os.kill(trainer, signal.SIGCONT)
             self._wait(lambda: run_state(self.data_dir).get("children", {}).get("broker") not in (None, broker),
@@ -191,6 +205,7 @@ class Drill:
             self.proc.wait()
             self.left_behind.append(len(marked_processes(str(self.data_dir.resolve()))))
             self._start_run()  # the next run finds the dead one's children and stops them first
+            self._note_spooled()  # acknowledged by the dead run's broker since the last read
             positions = 0.0  # the new run's workers count from zero
         else:
             pid = run_state(self.data_dir)["children"][target]
@@ -220,6 +235,12 @@ class Drill:
                 self.acknowledged |= acknowledged_ids(bootstrap)
             except Exception as err:  # the broker restarting: its log is empty anyway
                 log.warning("chaos: could not read the broker's games: %r", err)
+
+    def _note_spooled(self) -> set[str]:
+        """Adds the workers' spooled ids to the acknowledged; returns those not in the window."""
+        spooled = spooled_ids(self.data_dir)
+        self.acknowledged |= spooled
+        return spooled - set(window_ids(self.data_dir, self.config))
 
     def _duplicated(self) -> int:
         """Ids with more than one line in the window's id log (one line per appended game)."""
