@@ -566,6 +566,28 @@ def test_batching_evaluator_merges_concurrent_requests() -> None:
     batcher.close()
 
 
+def test_concurrent_queries_share_batches(evaluator: TorchEvaluator, caplog: pytest.LogCaptureFixture) -> None:
+    """Eight queries at once on four workers over a real (random) net: the evaluations of
+    different searches are merged, more than one search's request per net call on average (a
+    count, not a timing: the collector waits for every busy worker's request)."""
+    out = Output()
+    engine = create_engine(evaluator, threads=4, out=out, max_visits=64)
+    assert engine.batcher is not None
+    session = Session(engine, out)
+    for i in range(8):
+        session.send({"id": f"q{i}", "moves": GAME[: i % 4], "rules": "chinese", "komi": 7.5, "boardXSize": 9,
+                      "boardYSize": 9})
+    answers = [out.next(timeout=120) for _ in range(8)]  # in any order
+    assert sorted(a["id"] for a in answers) == [f"q{i}" for i in range(8)]
+    assert all(a["rootInfo"]["visits"] == 64 for a in answers)
+    with caplog.at_level("INFO", logger="tengen.gtp.analysis_engine"):
+        engine.stop()
+    batcher = engine.batcher
+    assert batcher.requests > batcher.batches > 0 and batcher.mean_requests() > 1.0
+    assert batcher.rows / batcher.batches > batcher.mean_requests()  # each request holds several leaves
+    assert f"analysis: {batcher.batches} net evaluations, mean batch" in caplog.text
+
+
 # ------------------------------------------------------------------ the command
 
 
