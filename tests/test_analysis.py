@@ -622,6 +622,46 @@ def test_command_end_of_input_and_sigterm(tiny_export: Path) -> None:
     assert proc.returncode == 0 and "Traceback" not in err
 
 
+def _katrain_session(*args: str, query: dict[str, Any]) -> tuple[KaTrainReader, list[dict[str, Any]]]:
+    """`tengen analysis ARGS` given `query` and query_models, read as KaTrain reads the answers."""
+    proc = _start(*args)
+    out, err = proc.communicate(json.dumps(query) + "\n" + json.dumps({"id": "m", "action": "query_models"}) + "\n",
+                                timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    messages = [json.loads(line) for line in out.splitlines()]
+    reader = KaTrainReader((query["boardXSize"], query["boardYSize"]))
+    for message in messages:
+        if message["id"] == query["id"]:
+            reader.feed(message)
+    return reader, [m["models"] for m in messages if m["id"] == "m"]
+
+
+@pytest.mark.slow  # about 20 s: Triton loads the model through its Python backend
+def test_katrain_query_through_triton(triton_server: Any, tiny_export: Path) -> None:
+    """--triton: a KaTrain query answered through the real Triton of tests/conftest.py, in the shape
+    KaTrain parses, with the same raw policy as the export run in-process."""
+    from tengen.infra.triton import load_model, render_config
+
+    name = "analysis-tiny"
+    triton_server.repository.create_model(name, render_config(name, max_batch_size=64))
+    triton_server.repository.write_version(name, tiny_export)
+    load_model(triton_server.grpc_url, name)
+    query = katrain_query("QUERY:1", GAME, visits=16, report_every=None)
+    common = ("--max-batch", "64", "--analysis-threads", "2")
+    triton, triton_models = _katrain_session("--triton", triton_server.grpc_url, "--model", name,
+                                             "--model-version", "1", *common, query=query)
+    local, _ = _katrain_session("--model", str(tiny_export), "--runtime", "torch", *common, query=query)
+    assert triton_models == [[{"name": name, "internalName": name, "maxBatchSize": 64, "usesHumanSLProfile": False,
+                               "version": 1}]]
+    for reader in (triton, local):
+        assert reader.completed and reader.root is not None and reader.root["visits"] == 16
+        assert reader.candidate_moves("B") and len(reader.ownership or []) == 81
+    assert triton.policy is not None and local.policy is not None
+    assert np.allclose(triton.policy, local.policy, atol=1e-4)  # the same net behind both
+    assert triton.root is not None and local.root is not None
+    assert triton.root["rawWinrate"] == pytest.approx(local.root["rawWinrate"], abs=1e-4)
+
+
 def test_command_errors_are_one_line(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "tengen.cli", "analysis", "--model", str(tmp_path / "none.pt")],
                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
