@@ -1,10 +1,17 @@
 """`tengen analysis`: KataGo's JSON analysis engine protocol, as KaTrain drives it.
 
-The KaTrain fixtures copy the structure of the queries KaTrain's engine (katrain/core/engine.py,
-`request_analysis` and `terminate_query`) sends: the fields and the values it sets (ids
-"QUERY:n", rules names, priorities, reportAnalysisWinratesAs BLACK and maxTime in
-overrideSettings, reportDuringSearchEvery 1, avoidMoves for "find alternatives" and regions of
-interest), with small boards and visits to stay fast. The answers are read the way KaTrain reads
+The KaTrain fixtures copy the structure of the queries KaTrain's engine sends. Source:
+sanderland/katrain, katrain/core/engine.py as stored at commit
+d9c94b95106dceddfd617d69d9d7d51fc1594210 (KataGoEngine.request_analysis builds the query,
+_write_stdin_thread adds the id "QUERY:n" last and writes json.dumps(query), terminate_query sends
+{"action": "terminate", "terminateId"}), with the defaults of katrain/config.json (KaTrain
+1.14.0: max_visits 500, fast_visits 25, max_time 8.0, wide_root_noise 0.04). Later engine.py
+versions (pondering) add a private "_kt_continuous" key that they pop before writing, so the
+line sent is the same. `tests/data/katrain_queries.jsonl` holds such lines literally; the
+`katrain_query` builder makes the same fields (ids, rules names, priorities,
+reportAnalysisWinratesAs BLACK, maxTime and wideRootNoise in overrideSettings,
+reportDuringSearchEvery, avoidMoves for "find alternatives" and regions of interest) with small
+visits to stay fast. The answers are read the way KaTrain reads
 them (`KaTrainReader` below mirrors the keys and types its engine and GameNode use). The
 examples of KataGo's docs/Analysis_Engine.md are answered as documented.
 """
@@ -144,6 +151,9 @@ def katrain_query(qid: str, moves: list[list[str]], *, size: tuple[int, int] = (
         query["avoidMoves"] = avoid
     query["id"] = qid
     return query
+
+
+KATRAIN_QUERIES = Path(__file__).parent / "data" / "katrain_queries.jsonl"
 
 
 def var_to_grid(array: list[float], size: tuple[int, int]) -> list[list[float]]:
@@ -290,6 +300,43 @@ def test_katrain_queries_answered_in_the_shape_katrain_parses(session: Session) 
     # KaTrain's terminate_query for a query it no longer needs: echoed back with terminateId.
     session.send({"action": "terminate", "terminateId": "QUERY:1", "id": "QUERY:5"})
     assert KaTrainReader(size).feed(session.final("QUERY:5")) == "terminate"
+
+
+def test_katrain_literal_queries(tiny_export: Path) -> None:
+    """The lines of tests/data/katrain_queries.jsonl, as KaTrain writes them to the engine's stdin
+    (see the module docstring for their source), answered by the command in the shape KaTrain
+    parses: analysis with progress reports, a played move's refinement, "find alternatives", a
+    region of interest, a handicap game on 9x13, and a terminate."""
+    lines = KATRAIN_QUERIES.read_text().splitlines()
+    queries = [json.loads(line) for line in lines]
+    # The builder the other tests use makes the same query, key for key and in KaTrain's order.
+    built = katrain_query("QUERY:1", GAME, visits=500, priority=1)
+    assert list(built.items()) == list(queries[0].items())
+    proc = _start("--model", str(tiny_export), "--runtime", "torch")
+    out, err = proc.communicate("\n".join(lines) + "\n", timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    readers = {q["id"]: KaTrainReader((q.get("boardXSize", 9), q.get("boardYSize", 9))) for q in queries}
+    kinds: dict[str, list[str]] = {qid: [] for qid in readers}
+    answers: dict[str, dict[str, Any]] = {}
+    for message in map(json.loads, out.splitlines()):
+        kind = readers[message["id"]].feed(message)
+        kinds[message["id"]].append(kind)
+        if kind == "final":
+            answers[message["id"]] = message
+    assert "error" not in sum(kinds.values(), [])
+    assert kinds["QUERY:6"] == ["terminate"]
+    # QUERY:1 may be stopped by the terminate (a final answer with what it has) or dropped from
+    # the queue (noResults); every other query is answered once, in full.
+    assert kinds["QUERY:1"].count("final") + kinds["QUERY:1"].count("noResults") == 1
+    for query in queries[1:5]:
+        qid = query["id"]
+        assert kinds[qid].count("final") == 1 and answers[qid]["rootInfo"]["visits"] == query["maxVisits"]
+    assert "ownership" not in answers["QUERY:2"] and "policy" not in answers["QUERY:2"]
+    assert not {m["move"] for m in answers["QUERY:3"]["moveInfos"]} & {"E4", "D6", "F3"}
+    outside = set(queries[3]["avoidMoves"][0]["moves"])
+    assert answers["QUERY:4"]["moveInfos"] and not {m["move"] for m in answers["QUERY:4"]["moveInfos"]} & outside
+    assert len(answers["QUERY:5"]["ownership"]) == 9 * 13 and answers["QUERY:5"]["rootInfo"]["currentPlayer"] == "B"
+    assert readers["QUERY:5"].policy_ranking()[0][0] > 0
 
 
 @pytest.mark.parametrize("rules", ["japanese", "chinese", "korean", "aga", "stone_scoring"])
