@@ -118,6 +118,10 @@ def _match(preset: str, a_path: Path, b_path: Path, games: int, visits: int, see
 def run(args: argparse.Namespace) -> dict:
     if args.games < 1 or args.visits < 1:
         raise SystemExit("--games and --visits must be at least 1")
+    from tengen.config import load_config
+
+    for env in (dict(args.a), dict(args.b)):  # a bad preset or setting: one error here, not one per arm
+        load_config(args.preset, env=env)
     with tempfile.TemporaryDirectory(prefix="tengen-ab-") as tmp:
         out = args.out or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,17 @@
 """`tengen analysis`: KataGo's JSON analysis engine protocol, as KaTrain drives it.
 
-The KaTrain fixtures copy the structure of the queries KaTrain's engine (katrain/core/engine.py,
-`request_analysis` and `terminate_query`) sends: the fields and the values it sets (ids
-"QUERY:n", rules names, priorities, reportAnalysisWinratesAs BLACK and maxTime in
-overrideSettings, reportDuringSearchEvery 1, avoidMoves for "find alternatives" and regions of
-interest), with small boards and visits to stay fast. The answers are read the way KaTrain reads
+The KaTrain fixtures copy the structure of the queries KaTrain's engine sends. Source:
+sanderland/katrain, katrain/core/engine.py as stored at commit
+d9c94b95106dceddfd617d69d9d7d51fc1594210 (KataGoEngine.request_analysis builds the query,
+_write_stdin_thread adds the id "QUERY:n" last and writes json.dumps(query), terminate_query sends
+{"action": "terminate", "terminateId"}), with the defaults of katrain/config.json (KaTrain
+1.14.0: max_visits 500, fast_visits 25, max_time 8.0, wide_root_noise 0.04). Later engine.py
+versions (pondering) add a private "_kt_continuous" key that they pop before writing, so the
+line sent is the same. `tests/data/katrain_queries.jsonl` holds such lines literally; the
+`katrain_query` builder makes the same fields (ids, rules names, priorities,
+reportAnalysisWinratesAs BLACK, maxTime and wideRootNoise in overrideSettings,
+reportDuringSearchEvery, avoidMoves for "find alternatives" and regions of interest) with small
+visits to stay fast. The answers are read the way KaTrain reads
 them (`KaTrainReader` below mirrors the keys and types its engine and GameNode use). The
 examples of KataGo's docs/Analysis_Engine.md are answered as documented.
 """
@@ -144,6 +151,9 @@ def katrain_query(qid: str, moves: list[list[str]], *, size: tuple[int, int] = (
         query["avoidMoves"] = avoid
     query["id"] = qid
     return query
+
+
+KATRAIN_QUERIES = Path(__file__).parent / "data" / "katrain_queries.jsonl"
 
 
 def var_to_grid(array: list[float], size: tuple[int, int]) -> list[list[float]]:
@@ -290,6 +300,43 @@ def test_katrain_queries_answered_in_the_shape_katrain_parses(session: Session) 
     # KaTrain's terminate_query for a query it no longer needs: echoed back with terminateId.
     session.send({"action": "terminate", "terminateId": "QUERY:1", "id": "QUERY:5"})
     assert KaTrainReader(size).feed(session.final("QUERY:5")) == "terminate"
+
+
+def test_katrain_literal_queries(tiny_export: Path) -> None:
+    """The lines of tests/data/katrain_queries.jsonl, as KaTrain writes them to the engine's stdin
+    (see the module docstring for their source), answered by the command in the shape KaTrain
+    parses: analysis with progress reports, a played move's refinement, "find alternatives", a
+    region of interest, a handicap game on 9x13, and a terminate."""
+    lines = KATRAIN_QUERIES.read_text().splitlines()
+    queries = [json.loads(line) for line in lines]
+    # The builder the other tests use makes the same query, key for key and in KaTrain's order.
+    built = katrain_query("QUERY:1", GAME, visits=500, priority=1)
+    assert list(built.items()) == list(queries[0].items())
+    proc = _start("--model", str(tiny_export), "--runtime", "torch")
+    out, err = proc.communicate("\n".join(lines) + "\n", timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    readers = {q["id"]: KaTrainReader((q.get("boardXSize", 9), q.get("boardYSize", 9))) for q in queries}
+    kinds: dict[str, list[str]] = {qid: [] for qid in readers}
+    answers: dict[str, dict[str, Any]] = {}
+    for message in map(json.loads, out.splitlines()):
+        kind = readers[message["id"]].feed(message)
+        kinds[message["id"]].append(kind)
+        if kind == "final":
+            answers[message["id"]] = message
+    assert "error" not in sum(kinds.values(), [])
+    assert kinds["QUERY:6"] == ["terminate"]
+    # QUERY:1 may be stopped by the terminate (a final answer with what it has) or dropped from
+    # the queue (noResults); every other query is answered once, in full.
+    assert kinds["QUERY:1"].count("final") + kinds["QUERY:1"].count("noResults") == 1
+    for query in queries[1:5]:
+        qid = query["id"]
+        assert kinds[qid].count("final") == 1 and answers[qid]["rootInfo"]["visits"] == query["maxVisits"]
+    assert "ownership" not in answers["QUERY:2"] and "policy" not in answers["QUERY:2"]
+    assert not {m["move"] for m in answers["QUERY:3"]["moveInfos"]} & {"E4", "D6", "F3"}
+    outside = set(queries[3]["avoidMoves"][0]["moves"])
+    assert answers["QUERY:4"]["moveInfos"] and not {m["move"] for m in answers["QUERY:4"]["moveInfos"]} & outside
+    assert len(answers["QUERY:5"]["ownership"]) == 9 * 13 and answers["QUERY:5"]["rootInfo"]["currentPlayer"] == "B"
+    assert readers["QUERY:5"].policy_ranking()[0][0] > 0
 
 
 @pytest.mark.parametrize("rules", ["japanese", "chinese", "korean", "aga", "stone_scoring"])
@@ -566,6 +613,28 @@ def test_batching_evaluator_merges_concurrent_requests() -> None:
     batcher.close()
 
 
+def test_concurrent_queries_share_batches(evaluator: TorchEvaluator, caplog: pytest.LogCaptureFixture) -> None:
+    """Eight queries at once on four workers over a real (random) net: the evaluations of
+    different searches are merged, more than one search's request per net call on average (a
+    count, not a timing: the collector waits for every busy worker's request)."""
+    out = Output()
+    engine = create_engine(evaluator, threads=4, out=out, max_visits=64)
+    assert engine.batcher is not None
+    session = Session(engine, out)
+    for i in range(8):
+        session.send({"id": f"q{i}", "moves": GAME[: i % 4], "rules": "chinese", "komi": 7.5, "boardXSize": 9,
+                      "boardYSize": 9})
+    answers = [out.next(timeout=120) for _ in range(8)]  # in any order
+    assert sorted(a["id"] for a in answers) == [f"q{i}" for i in range(8)]
+    assert all(a["rootInfo"]["visits"] == 64 for a in answers)
+    with caplog.at_level("INFO", logger="tengen.gtp.analysis_engine"):
+        engine.stop()
+    batcher = engine.batcher
+    assert batcher.requests > batcher.batches > 0 and batcher.mean_requests() > 1.0
+    assert batcher.rows / batcher.batches > batcher.mean_requests()  # each request holds several leaves
+    assert f"analysis: {batcher.batches} net evaluations, mean batch" in caplog.text
+
+
 # ------------------------------------------------------------------ the command
 
 
@@ -598,6 +667,46 @@ def test_command_end_of_input_and_sigterm(tiny_export: Path) -> None:
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and "Traceback" not in err
+
+
+def _katrain_session(*args: str, query: dict[str, Any]) -> tuple[KaTrainReader, list[dict[str, Any]]]:
+    """`tengen analysis ARGS` given `query` and query_models, read as KaTrain reads the answers."""
+    proc = _start(*args)
+    out, err = proc.communicate(json.dumps(query) + "\n" + json.dumps({"id": "m", "action": "query_models"}) + "\n",
+                                timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    messages = [json.loads(line) for line in out.splitlines()]
+    reader = KaTrainReader((query["boardXSize"], query["boardYSize"]))
+    for message in messages:
+        if message["id"] == query["id"]:
+            reader.feed(message)
+    return reader, [m["models"] for m in messages if m["id"] == "m"]
+
+
+@pytest.mark.slow  # about 20 s: Triton loads the model through its Python backend
+def test_katrain_query_through_triton(triton_server: Any, tiny_export: Path) -> None:
+    """--triton: a KaTrain query answered through the real Triton of tests/conftest.py, in the shape
+    KaTrain parses, with the same raw policy as the export run in-process."""
+    from tengen.infra.triton import load_model, render_config
+
+    name = "analysis-tiny"
+    triton_server.repository.create_model(name, render_config(name, max_batch_size=64))
+    triton_server.repository.write_version(name, tiny_export)
+    load_model(triton_server.grpc_url, name)
+    query = katrain_query("QUERY:1", GAME, visits=16, report_every=None)
+    common = ("--max-batch", "64", "--analysis-threads", "2")
+    triton, triton_models = _katrain_session("--triton", triton_server.grpc_url, "--model", name,
+                                             "--model-version", "1", *common, query=query)
+    local, _ = _katrain_session("--model", str(tiny_export), "--runtime", "torch", *common, query=query)
+    assert triton_models == [[{"name": name, "internalName": name, "maxBatchSize": 64, "usesHumanSLProfile": False,
+                               "version": 1}]]
+    for reader in (triton, local):
+        assert reader.completed and reader.root is not None and reader.root["visits"] == 16
+        assert reader.candidate_moves("B") and len(reader.ownership or []) == 81
+    assert triton.policy is not None and local.policy is not None
+    assert np.allclose(triton.policy, local.policy, atol=1e-4)  # the same net behind both
+    assert triton.root is not None and local.root is not None
+    assert triton.root["rawWinrate"] == pytest.approx(local.root["rawWinrate"], abs=1e-4)
 
 
 def test_command_errors_are_one_line(tmp_path: Path) -> None:

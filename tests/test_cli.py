@@ -1,6 +1,13 @@
-"""The `tengen` command's top level: help, and an error for an unknown command."""
+"""The `tengen` command's top level: help, an error for an unknown command, and every command's
+errors as one line without a traceback."""
+import argparse
+import concurrent.futures
+import os
+import re
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 from tengen.cli import build_parser
 
@@ -23,3 +30,90 @@ def test_unknown_command_is_an_error() -> None:
 
 def test_parser_builds() -> None:
     assert build_parser().prog == "tengen"
+
+
+# ------------------------------------------------------------------ every command's errors
+
+def _free_port() -> int:
+    """A local port nobody listens on (an unreachable server)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _leaf_commands(parser: argparse.ArgumentParser) -> list[str]:
+    """The progs of the commands that run something ("tengen models promote"), from the parser."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [parser.prog]
+    return [leaf for a in subs for sub in a.choices.values() for leaf in _leaf_commands(sub)]
+
+
+def _bad_inputs(tmp: Path) -> dict[str, list[str]]:
+    """One bad input per command: a missing or bad file, a bad flag value, an unknown preset or
+    architecture, an unreachable server (with a short wait where the command has one)."""
+    a_file = tmp / "a-file"
+    a_file.write_text("not a directory\n")
+    bad_sgf = tmp / "bad.sgf"
+    bad_sgf.write_text("not an SGF game\n")
+    missing = str(tmp / "missing")
+    nobody = f"127.0.0.1:{_free_port()}"
+    return {
+        "tengen bench go": ["--seconds", "0"],
+        "tengen bench features": ["--positions", "0"],  # a bug today (division by zero): the catch-all
+        "tengen bench ratings": ["--versions", "x"],
+        "tengen bench train": ["--arch", "nope"],
+        "tengen bench inference": ["--arch", "nope"],
+        "tengen bench nn": ["--arch", "nope"],
+        "tengen bench mcts": ["--sizes", "x"],
+        "tengen bench selfplay": ["--preset", "nope"],
+        "tengen bench loop": ["--preset", "nope"],
+        "tengen bench ab": ["--preset", "nope"],
+        "tengen sgf check": [missing + ".sgf"],
+        "tengen sgf score": [str(bad_sgf)],
+        "tengen ratings top": ["--data-dir", missing],
+        "tengen ratings player": ["v1", "--url", nobody],
+        "tengen ratings import": [missing + ".csv", "--data-dir", str(tmp / "data")],
+        "tengen models init": ["--arch", "nope", "--out", str(tmp / "m.pt")],
+        "tengen models list": ["--no-such-flag"],
+        "tengen models promote": [missing + ".pt", "--triton", nobody],
+        "tengen models configure": ["--model-repository", missing],
+        "tengen triton": ["--model-repository", str(a_file)],
+        "tengen gtp": ["--triton", nobody, "--model", "tengen", "--triton-wait", "0.5"],
+        "tengen analysis": ["--model", missing + ".pt"],
+        "tengen match": ["--black", "", "--white", "gnugo"],
+        "tengen eval gnugo": ["--model", missing + ".pt"],
+        "tengen run": ["--preset", "nope", "--data-dir", str(tmp / "run")],
+        "tengen chaos": ["--data-dir", str(a_file)],
+    }
+
+
+# tengen's log format (tengen.logs): progress lines such as a retry are not the error line.
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING) ")
+
+
+def test_every_command_errors_in_one_line(tmp_path: Path) -> None:
+    """Each command of the CLI's table, given a bad input: a non-zero exit, no traceback, and one
+    line on stderr besides log records (which are one line each)."""
+    cases = _bad_inputs(tmp_path)
+    assert sorted(cases) == sorted(_leaf_commands(build_parser())), "a command without a bad-input case"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TENGEN_")}
+    env.update(TMPDIR=str(tmp_path), TENGEN_DATA_DIR=str(tmp_path / "data"))
+
+    def attempt(prog: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "tengen.cli", *prog.split()[1:], *cases[prog]]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:  # mostly interpreter starts
+        results = dict(zip(cases, pool.map(attempt, cases)))
+    for prog, result in results.items():
+        lines = [line for line in result.stderr.splitlines() if not LOG_LINE.match(line)]
+        assert result.returncode != 0, (prog, result.stderr)
+        assert "Traceback" not in result.stderr, (prog, result.stderr)
+        assert len(lines) == 1 and lines[0].strip(), (prog, result.stderr)
+    # An unexpected exception still names its type and leaves its traceback in a file.
+    line = results["tengen bench features"].stderr.strip().splitlines()[-1]
+    assert line.startswith("tengen bench features: division by zero (unexpected ZeroDivisionError; traceback in ")
+    crash_log = Path(line.rsplit("traceback in ", 1)[1].rstrip(")"))
+    assert crash_log.parent == tmp_path and "Traceback" in crash_log.read_text()
+    assert results["tengen triton"].stderr.startswith("tengen triton: [Errno 17] File exists")

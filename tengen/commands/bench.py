@@ -11,6 +11,7 @@ import importlib
 import json
 import sys
 
+from tengen.infra.entrypoint import positive_float
 from tengen.infra.process import Interrupted, exit_on_signals
 
 BENCHMARKS: list[str] = ["go", "features", "ratings", "train", "inference", "nn", "mcts", "selfplay", "loop", "ab"]
@@ -26,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for name in BENCHMARKS:
         module = importlib.import_module(f"bench.{name}")
         sub = benches.add_parser(name, help=module.DESCRIPTION, description=module.DESCRIPTION)
-        sub.add_argument("--seconds", type=float, default=10.0, help="time budget (default 10)")
+        sub.add_argument("--seconds", type=positive_float, default=10.0, help="time budget (default 10)")
         if hasattr(module, "add_arguments"):
             module.add_arguments(sub)
         sub.set_defaults(func=_runner(name, module))
@@ -34,8 +35,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _runner(name, module):
     def run(args: argparse.Namespace) -> int:
-        if args.seconds <= 0:
-            raise SystemExit("--seconds must be positive")
         # SIGTERM and SIGINT unwind the benchmark, so its finally blocks stop the servers it
         # started and remove its temporary directories.
         exit_on_signals()

@@ -13,9 +13,14 @@ import logging
 import sys
 from typing import Any
 
+from tengen.infra.entrypoint import positive_float
+
 log = logging.getLogger(__name__)
 
 MCTS_ANALYSIS_VISITS = 20_000
+# A person (or a GUI) is waiting: a mistyped or stopped Triton is reported after this, not after the
+# five minutes a self-play worker waits for a restarting server.
+TRITON_WAIT_S = 30.0
 # What loading a model can raise: a missing or unreadable export (OSError, ValueError), a file
 # TorchScript cannot load or a Triton server that refuses the model (RuntimeError).
 MODEL_ERRORS = (OSError, ValueError, RuntimeError)
@@ -45,6 +50,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         help="evaluate through Triton at this gRPC address instead of in-process")
     parser.add_argument("--model-version", type=_positive, default=None,
                         help="Triton model version (default: the latest ready one)")
+    parser.add_argument("--triton-wait", type=positive_float, default=TRITON_WAIT_S, metavar="SECONDS",
+                        help="how long an unreachable Triton is retried, at the start and later, before "
+                        f"its request fails (default {TRITON_WAIT_S:g})")
     parser.add_argument("--threads", type=_positive, default=1, help="CPU threads for the net (default 1)")
     parser.add_argument("--runtime", default="auto", choices=("auto", "torch", "openvino"),
                         help="CPU runtime of an export (default auto: OpenVINO where installed, else torch)")
@@ -64,7 +72,8 @@ def build_evaluator(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     if args.triton:
         from tengen.infra.triton import TritonEvaluator
 
-        evaluator: Any = TritonEvaluator(args.triton, args.model, args.model_version)
+        evaluator: Any = TritonEvaluator(args.triton, args.model, args.model_version,
+                                         retry_deadline_s=args.triton_wait)
         metadata: dict[str, Any] = {"model": args.model, "version": args.model_version}
     else:
         from tengen.nn.evaluator import make_evaluator

@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
+from tengen.commands import CommandError
 from tengen.config import RunConfig, TritonConfig
 
 # tengen.infra.triton.BACKENDS, spelled out so `--help` need not import torch (a test keeps them equal)
@@ -28,10 +28,6 @@ BACKEND_CHOICES = ("python", "pytorch", "onnxruntime")
 
 # A person is waiting: a Triton that does not answer within this is reported as not reachable.
 REACHABLE_TIMEOUT_S = 3.0
-
-
-class CommandError(Exception):
-    """A problem to report in one line (exit code 1), not as a traceback."""
 
 
 def default_data_dir() -> Path:
@@ -308,14 +304,6 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 # -- argparse -------------------------------------------------------------------------------------
-def _run(args: argparse.Namespace) -> int:
-    try:
-        return args.action(args)
-    except CommandError as exc:
-        print(f"tengen models {args.models_command}: {exc}", file=sys.stderr)
-        return 1
-
-
 def _positive(text: str) -> float:
     value = float(text)
     if not value > 0:
@@ -338,7 +326,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     init.add_argument("--out", required=True, type=Path, help="export file to write, e.g. model.pt")
     init.add_argument("--seed", type=int, default=0, help="torch seed of the initialisation (default 0)")
     init.add_argument("--force", action="store_true", help="overwrite an existing export")
-    init.set_defaults(func=_run, action=_init)
+    init.set_defaults(func=_init)
 
     lst = actions.add_parser("list", help="versions in the repository and which Triton reports ready",
                              description="Every model and version in the model repository with its sidecar "
@@ -346,7 +334,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_repository_arguments(lst)
     lst.add_argument("--triton", default=None, help="Triton gRPC address ($TENGEN_TRITON_URL, default 127.0.0.1:8001)")
     lst.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    lst.set_defaults(func=_run, action=_list)
+    lst.set_defaults(func=_list)
 
     pro = actions.add_parser("promote", help="hot-swap an export into Triton and announce it",
                              description="Write PATH atomically as the next version of the model, load it in "
@@ -367,7 +355,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      "takes ($TENGEN_PRESET, default cpu)")
     pro.add_argument("--timeout", type=_positive, default=300.0,
                      help="seconds to wait for the load and the announcement (default 300)")
-    pro.set_defaults(func=_run, action=_promote)
+    pro.set_defaults(func=_promote)
 
     con = actions.add_parser("configure", help="bring a model's config.pbtxt up to a preset's triton settings",
                              description="Rewrite the model's config.pbtxt (atomically, same backend) from the "
@@ -380,7 +368,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="preset to take the settings from ($TENGEN_PRESET, default cpu)")
     con.add_argument("--triton", default=None, help="Triton gRPC address ($TENGEN_TRITON_URL, default 127.0.0.1:8001)")
     con.add_argument("--timeout", type=_positive, default=300.0, help="seconds to wait for the reload (default 300)")
-    con.set_defaults(func=_run, action=_configure)
+    con.set_defaults(func=_configure)
 
     pre = actions.add_parser("prepare", help="before Triton starts: the model's config, version 1, the announcement",
                              description="Before Triton starts (the Kubernetes init container of the Triton pod): "
@@ -399,4 +387,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      "($TENGEN_KAFKA_BOOTSTRAP; unset: no announcement)")
     pre.add_argument("--timeout", type=_positive, default=600.0,
                      help="seconds to wait for the topics and the announcement (default 600)")
-    pre.set_defaults(func=_run, action=_prepare)
+    pre.set_defaults(func=_prepare)

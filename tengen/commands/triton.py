@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from tengen.commands import CommandError
 from tengen.commands.models import add_repository_arguments, default_data_dir, repository_path
 from tengen.config import TritonConfig
 
@@ -44,7 +45,7 @@ def _resolve_port(args: argparse.Namespace, kind: str, fallback: int) -> int | N
         try:
             value = _port(raw) if raw else fallback
         except (ValueError, argparse.ArgumentTypeError) as exc:
-            raise SystemExit(f"invalid {name}={raw!r}: {exc}") from None
+            raise CommandError(f"invalid {name}={raw!r}: {exc}") from None
     return value or None
 
 

@@ -848,6 +848,7 @@ class AnalysisEngine:
                 thread.join(timeout=None if wait else 5.0)
             if self.batcher is not None:
                 self.batcher.close()
+                log.info("analysis: %s", self.batcher.summary())  # the measured batching
 
     def _next(self, index: int) -> Task | None:
         with self._cond:

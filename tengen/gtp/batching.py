@@ -8,6 +8,9 @@ to it as one batch: one thread collects them, concatenates the rows of one board
 so (`working()`), and the collector waits (at most `wait_s`) until every working thread has its
 request in, so a batch holds one request per busy worker rather than whatever came first.
 Requests of different board sizes go in separate batches.
+
+It counts what it merged (`batches`, `requests`, `rows`): `summary()` is the line `tengen
+analysis` logs when it stops, the measured mean batch.
 """
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ class BatchingEvaluator:
         self.max_batch = max_batch
         self.wait_s = wait_s
         self.batches = 0  # calls of the wrapped evaluator
+        self.requests = 0  # evaluate() calls they answered: one per search step of a worker
         self.rows = 0  # positions evaluated
         self._cond = threading.Condition()
         self._queue: list[_Request] = []
@@ -77,6 +81,16 @@ class BatchingEvaluator:
             raise request.error
         assert request.result is not None
         return request.result
+
+    def mean_requests(self) -> float:
+        """Requests merged per call of the wrapped evaluator: above 1 when searches share batches."""
+        return self.requests / self.batches if self.batches else 0.0
+
+    def summary(self) -> str:
+        if not self.batches:
+            return "no net evaluations"
+        return (f"{self.batches} net evaluations, mean batch {self.rows / self.batches:.1f} positions "
+                f"from {self.mean_requests():.2f} searches")
 
     def close(self) -> None:
         """Evaluate what is queued, then stop the collecting thread."""
@@ -123,6 +137,7 @@ class BatchingEvaluator:
                         outputs.append({name: value[start:end] for name, value in out.items()})
                         start = end
                 self.batches += 1
+                self.requests += len(taken)
                 self.rows += sum(len(r.spatial) for r in taken)
                 for request, result in zip(taken, outputs):
                     request.result = result

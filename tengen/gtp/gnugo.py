@@ -39,7 +39,7 @@ def gnugo_command(gnugo: str, level: int) -> str:
 
 
 def model_command(model: str, visits: int, threads: int, name: str, *, triton: str | None = None,
-                  model_version: int | None = None) -> str:
+                  model_version: int | None = None, triton_wait: float | None = None) -> str:
     """The `tengen gtp` command line that plays `model` (an export path, or a Triton model name
     with `triton`), run by this Python."""
     argv = [sys.executable, "-m", "tengen.cli", "gtp", "--model", str(model), "--visits", str(visits),
@@ -48,4 +48,6 @@ def model_command(model: str, visits: int, threads: int, name: str, *, triton: s
         argv += ["--triton", triton]
     if model_version:
         argv += ["--model-version", str(model_version)]
+    if triton and triton_wait is not None:
+        argv += ["--triton-wait", f"{triton_wait:g}"]
     return shlex.join(argv)
