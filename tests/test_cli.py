@@ -78,6 +78,7 @@ def _bad_inputs(tmp: Path) -> dict[str, list[str]]:
         "tengen models list": ["--no-such-flag"],
         "tengen models promote": [missing + ".pt", "--triton", nobody],
         "tengen models configure": ["--model-repository", missing],
+        "tengen models prepare": ["--preset", "no-such-preset", "--model-repository", str(tmp / "repo")],
         "tengen triton": ["--model-repository", str(a_file)],
         "tengen gtp": ["--triton", nobody, "--model", "tengen", "--triton-wait", "0.5"],
         "tengen analysis": ["--model", missing + ".pt"],
