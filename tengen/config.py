@@ -69,6 +69,13 @@ class SearchConfig:
     # The root's ending bias (paper 6.2.3; KataGo 0.5): moves into surely owned areas look this many
     # points worse, so games end sooner; 0 = off (tengen.search.mcts).
     ending_bonus_points: float = 0.0
+    # Subtree value bias correction (tengen.search.mcts): each node's own utility is corrected by
+    # lambda = subtree_bias_factor times the error that the net's utility showed against the deeper
+    # search below the nodes of its bucket (same last two moves and 5x5 pattern around the last
+    # one), nodes weighted by their child visits to the power alpha = subtree_bias_exponent.
+    # KataGo uses lambda = 0.35, alpha = 0.8. Off (0) in every preset until its A/B is run.
+    subtree_bias_factor: float = 0.0
+    subtree_bias_exponent: float = 0.8
     score_utility_weight: float = 0.5  # c_score
     temperature_start: float = 0.8
     temperature_end: float = 0.2
@@ -307,6 +314,8 @@ def validate(config: Config) -> None:
     check(search.cpuct > 0 and search.root_policy_temperature > 0, "search.cpuct and temperatures > 0")
     check(search.root_policy_temperature_boost >= 0, "search.root_policy_temperature_boost must be >= 0")
     check(0 <= search.ending_bonus_points < 1, "search.ending_bonus_points must be within [0, 1) (below a point)")
+    check(search.subtree_bias_factor >= 0, "search.subtree_bias_factor must be >= 0")
+    check(search.subtree_bias_exponent >= 0, "search.subtree_bias_exponent must be >= 0")
     check(config.selfplay.workers >= 1 and config.selfplay.games_in_parallel >= 2,
           "selfplay.workers >= 1 and selfplay.games_in_parallel >= 2")
     check(0 <= config.selfplay.sgf_sample_rate <= 1, "selfplay.sgf_sample_rate must be within 0..1")

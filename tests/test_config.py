@@ -49,6 +49,8 @@ def test_environment_overrides_are_typed() -> None:
         ({"TENGEN_GATING__WINS_TO_PASS": "500"}, "gating.wins_to_pass"),
         ({"TENGEN_TRITON__INSTANCES": "0"}, "triton.instances and threads must be >= 1"),
         ({"TENGEN_TRAINER__SOFT_POLICY_WEIGHT": "-1"}, "trainer.soft_policy_weight must be >= 0"),
+        ({"TENGEN_SEARCH__SUBTREE_BIAS_FACTOR": "-0.1"}, "search.subtree_bias_factor must be >= 0"),
+        ({"TENGEN_SEARCH__SUBTREE_BIAS_EXPONENT": "-0.5"}, "search.subtree_bias_exponent must be >= 0"),
     ],
 )
 def test_bad_overrides_name_the_key(env: dict, fragment: str) -> None:

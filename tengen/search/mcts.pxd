@@ -30,6 +30,8 @@ cdef struct SearchParams:
     bint shaped_noise                      # half the Dirichlet alpha shaped by the log policy
     bint random_symmetry                   # each evaluation under a random symmetry, cache keys canonical
     double ending_bonus_points             # the root's ownership bias (paper 6.2.3), in points; 0 = off
+    double subtree_bias_factor             # lambda of the subtree value bias correction; 0 = off
+    double subtree_bias_exponent           # alpha: a node weighs (its child visits)^alpha in its bucket
     double score_utility_weight  # c_score
 
 
@@ -56,3 +58,9 @@ cdef struct Node:
     unsigned char pass_ends    # the mover can end the game by passing (the last move was a pass)
     unsigned char pla          # player to move at this node
     unsigned char state
+    # Subtree value bias correction (all 0 while it is off); after the fields the search reads most.
+    uint64_t bias_bucket       # the node's bucket, 0 for none (the root, terminal nodes)
+    double nn_u                # the net's utility of the node (Black's view, pass-end adjusted)
+    double node_u              # what the node itself counts in u_sum: nn_u + lambda ObsBias(bucket)
+    double bias_err_w          # its current share of its bucket's sums: ObsError * weight,
+    double bias_weight         #   and weight = (visits - 1)^alpha

@@ -59,9 +59,26 @@ mapped) is a hit, its policy and ladder plane mapped back. Every feature plane i
 (the on-board mask too: a smaller board stays in the buffer's corner), so that is sound, up to
 ladder reads cut off by their budget (their escape order follows the orientation) and superko
 bans from history older than the key's five moves, which the plain key ignores as well.
+
+Subtree value bias correction (`subtree_bias_factor` lambda, `subtree_bias_exponent` alpha;
+KataGo's "other methods" notes, which use lambda = 0.35, alpha = 0.8) learns, during one search,
+how far the net's utility misjudges a local sequence and corrects for it wherever the sequence
+recurs. A node's u_sum is its own NodeUtility plus its children's u_sums, with NodeUtility(n) =
+NNUtility(n) + lambda ObsBias(B(n)): NNUtility the net's utility of n (after the pass-end rule),
+B(n) its bucket, a hash of the last mover, the last two moves, the 5x5 pattern around the last
+move (none after a pass) with which of its stones are in atari, and the simple-ko ban (the root
+and terminal nodes have none). ObsBias(B) averages ObsError(n) = (children's u_sum / children's
+visits) - NNUtility(n) over the nodes of B that have children, each weighted (visits - 1)^alpha.
+After each playout's values are added, a walk from the leaf's parent to the root replaces each
+node's share of its bucket's two sums, gives the node the bucket's new ObsBias and carries the
+change of its NodeUtility into every u_sum above: O(depth) a playout; nodes off the path keep
+their NodeUtility until a playout passes them again (as in KataGo). Only the utility is
+corrected; win, loss and score sums stay the net's. The buckets go with the tree, and when
+`advance` keeps a subtree they are rebuilt from the kept nodes' shares (its new root loses its
+bucket and correction). At lambda = 0 none of this runs.
 """
 cimport cython
-from libc.math cimport M_PI, NAN, atan, ceil, cos, exp, log, sqrt, tan
+from libc.math cimport M_PI, NAN, atan, ceil, cos, exp, log, pow, sqrt, tan
 from libc.stdint cimport uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
@@ -96,6 +113,8 @@ if (_planes.NUM_SPATIAL, _planes.NUM_GLOBAL, _planes.OWN_STONE, _planes.OPP_STON
 
 cdef double VIRTUAL_LOSS = 1.0   # utility a pending playout counts as, against the chooser
 cdef double FORCED_BONUS = 1e9   # PUCT of a root child owed forced playouts
+cdef double BIAS_MIN_WEIGHT = 1e-9  # a subtree bias bucket with less weight has no bias (rounding leftovers)
+cdef int BIAS_MIN_SLOTS = 1024      # first size of the bucket table (a power of two)
 
 
 # ------------------------------------------------------------------------------ score utility
@@ -596,20 +615,29 @@ cdef class Tree:
 
     cdef uint64_t rng[4]
 
+    # Subtree value bias buckets: open addressing keyed by the bucket (0 marks a free slot), at most
+    # half full; per slot the sums over its nodes of ObsError * weight and of weight.
+    cdef uint64_t* b_keys
+    cdef double* b_err_w
+    cdef double* b_weight
+    cdef int b_mask                         # slots - 1; -1 before the first bucket
+    cdef int b_count
+
     def __cinit__(self, NNCache cache not None, *, double cpuct=1.1, double fpu_reduction=0.2,
                   double root_fpu_reduction=0.0, double noise_weight=0.25,
                   double dirichlet_alpha_total=10.83, double root_policy_temperature=1.03,
                   root_policy_temperature_early=None, bint shaped_noise=False, bint random_symmetry=False,
-                  double ending_bonus_points=0.0,
-                  double score_utility_weight=0.5, uint64_t seed=0):
+                  double ending_bonus_points=0.0, double subtree_bias_factor=0.0,
+                  double subtree_bias_exponent=0.8, double score_utility_weight=0.5, uint64_t seed=0):
         cdef double t_early = (root_policy_temperature if root_policy_temperature_early is None
                                else root_policy_temperature_early)
         if not (cpuct > 0 and fpu_reduction >= 0 and root_fpu_reduction >= 0
                 and 0 <= noise_weight < 1 and dirichlet_alpha_total > 0
                 and root_policy_temperature > 0 and t_early > 0 and score_utility_weight >= 0
-                and ending_bonus_points >= 0):
+                and ending_bonus_points >= 0 and subtree_bias_factor >= 0 and subtree_bias_exponent >= 0):
             raise ValueError("search parameters out of range: cpuct, alpha and temperature must be > 0, "
-                             "FPU reductions and c_score >= 0, noise weight in [0, 1)")
+                             "FPU reductions, c_score, ending bonus and subtree bias factor and exponent "
+                             ">= 0, noise weight in [0, 1)")
         self.cache = cache
         self.p.cpuct = cpuct
         self.p.fpu_reduction = fpu_reduction
@@ -621,6 +649,8 @@ cdef class Tree:
         self.p.shaped_noise = shaped_noise
         self.p.random_symmetry = random_symmetry
         self.p.ending_bonus_points = ending_bonus_points
+        self.p.subtree_bias_factor = subtree_bias_factor
+        self.p.subtree_bias_exponent = subtree_bias_exponent
         self.p.score_utility_weight = score_utility_weight
         cdef uint64_t st = seed
         cdef int i
@@ -628,6 +658,7 @@ cdef class Tree:
             st += 0x9E3779B97F4A7C15ULL
             self.rng[i] = _mix(st)
         self.root = -1
+        self.b_mask = -1
 
     def __dealloc__(self):
         free(self.nodes)
@@ -640,6 +671,9 @@ cdef class Tree:
         free(self.pend_alive)
         free(self.pend_sym)
         free(self.pend_canon)
+        free(self.b_keys)
+        free(self.b_err_w)
+        free(self.b_weight)
 
     # -------------------------------------------------------------- arenas
 
@@ -715,6 +749,7 @@ cdef class Tree:
         self.num_pending = 0
         self.root_own_known = False
         self.any_root_bonus = False
+        self._clear_buckets()
         self.root = self._new_node(-1, -1, self.root_board.next_color)
         if self.root < 0:
             raise MemoryError()
@@ -938,6 +973,8 @@ cdef class Tree:
             self.num_nodes = tail
             self.nodes[0].move = -1
             self.root = 0
+            if self.p.subtree_bias_factor != 0 and self._rebuild_buckets() != 0:
+                raise MemoryError()
         finally:
             free(order)
             free(remap)
@@ -1081,6 +1118,41 @@ cdef class Tree:
                     raise RuntimeError(f"terminal node {ni}: {n.visits} visits, {n.in_flight} in flight")
             else:
                 raise RuntimeError(f"node {ni} was created but never evaluated")
+
+    def subtree_bias_state(self) -> dict:
+        """Copies of the subtree value bias bookkeeping (for tests; all 0 while it is off). Per
+        node, in arena order (the root first): `parent` (-1 at the root), `move` (move index, -1
+        at the root), `visits`, `terminal` (bool), `u_sum`, `node_utility`, `nn_utility` (Black's
+        view), `bucket` (uint64, 0: none), `error_weight` and `weight` (its share of its bucket's
+        sums: ObsError * weight and weight). Per bucket in the table: `bucket_keys`,
+        `bucket_error_weight`, `bucket_weight` (the sums themselves)."""
+        cdef int ni, k, nb = 0
+        cdef Node* n
+        out = {name: np.zeros(self.num_nodes, dtype) for name, dtype in (
+            ("parent", np.int64), ("move", np.int64), ("visits", np.int64), ("terminal", np.bool_),
+            ("u_sum", np.float64), ("node_utility", np.float64), ("nn_utility", np.float64),
+            ("bucket", np.uint64), ("error_weight", np.float64), ("weight", np.float64))}
+        for ni in range(self.num_nodes):
+            n = &self.nodes[ni]
+            out["parent"][ni] = n.parent
+            out["move"][ni] = self._move_index(n.move) if n.move >= 0 else -1
+            out["visits"][ni] = n.visits
+            out["terminal"][ni] = n.state == NODE_TERMINAL
+            out["u_sum"][ni] = n.u_sum
+            out["node_utility"][ni] = n.node_u
+            out["nn_utility"][ni] = n.nn_u
+            out["bucket"][ni] = n.bias_bucket
+            out["error_weight"][ni] = n.bias_err_w
+            out["weight"][ni] = n.bias_weight
+        for name in ("bucket_keys", "bucket_error_weight", "bucket_weight"):
+            out[name] = np.zeros(self.b_count, np.uint64 if name == "bucket_keys" else np.float64)
+        for k in range(self.b_mask + 1):
+            if self.b_keys[k] != 0:
+                out["bucket_keys"][nb] = self.b_keys[k]
+                out["bucket_error_weight"][nb] = self.b_err_w[k]
+                out["bucket_weight"][nb] = self.b_weight[k]
+                nb += 1
+        return out
 
     def root_priors(self):
         """float64 [area + 1]: the root's search priors (after temperature and noise), 0 for
@@ -1315,6 +1387,7 @@ cdef class Tree:
 
     cdef void _add_value(self, int ni, double u, double w, double l, double s, double s2) noexcept nogil:
         """Add one visit's values (Black's view) to ni and its ancestors."""
+        cdef int parent = self.nodes[ni].parent
         cdef Node* n
         while ni >= 0:
             n = &self.nodes[ni]
@@ -1325,6 +1398,8 @@ cdef class Tree:
             n.s_sum += s
             n.s2_sum += s2
             ni = n.parent
+        if self.p.subtree_bias_factor != 0 and parent >= 0:
+            self._update_subtree_bias(parent)
 
     cdef double _utility(self, double w_black, double l_black, double mu_black, double sigma) noexcept nogil:
         return (w_black - l_black) + self.p.score_utility_weight * _expected_atan(
@@ -1340,7 +1415,166 @@ cdef class Tree:
         n.term_l = 1.0 - n.term_w
         n.term_s = x
         n.term_u = self._utility(n.term_w, n.term_l, x, 0.0)
+        if self.p.subtree_bias_factor != 0:  # no bucket: its exact value is never corrected
+            n.bias_bucket = 0
+            n.nn_u = n.node_u = n.term_u
         self._add_value(ni, n.term_u, n.term_w, n.term_l, x, x * x)
+
+    # -------------------------------------------------------------- subtree value bias
+
+    cdef void _clear_buckets(self) noexcept nogil:
+        if self.b_count:
+            memset(self.b_keys, 0, (self.b_mask + 1) * sizeof(uint64_t))
+            self.b_count = 0
+
+    cdef int _bucket_slot(self, uint64_t key, bint create) noexcept nogil:
+        """The table slot of bucket `key`; when it has none, a new empty one if `create`, else -1.
+        -1 also when memory runs out."""
+        cdef int i
+        if self.b_mask < 0:
+            if not create or self._grow_buckets() != 0:
+                return -1
+        i = <int>(key & <uint64_t>self.b_mask)
+        while self.b_keys[i] != 0:
+            if self.b_keys[i] == key:
+                return i
+            i = (i + 1) & self.b_mask
+        if not create:
+            return -1
+        if 2 * (self.b_count + 1) > self.b_mask + 1:
+            if self._grow_buckets() != 0:
+                return -1
+            return self._bucket_slot(key, True)
+        self.b_keys[i] = key
+        self.b_err_w[i] = 0.0
+        self.b_weight[i] = 0.0
+        self.b_count += 1
+        return i
+
+    cdef int _grow_buckets(self) noexcept nogil:
+        """Double the bucket table (or make its first one), keeping every bucket; -1: no memory."""
+        cdef int old_slots = self.b_mask + 1, slots = max(BIAS_MIN_SLOTS, 2 * old_slots), k, i
+        cdef uint64_t* keys = <uint64_t*>malloc(slots * sizeof(uint64_t))
+        cdef double* err_w = <double*>malloc(slots * sizeof(double))
+        cdef double* weight = <double*>malloc(slots * sizeof(double))
+        if keys == NULL or err_w == NULL or weight == NULL:
+            free(keys)
+            free(err_w)
+            free(weight)
+            return -1
+        memset(keys, 0, slots * sizeof(uint64_t))
+        for k in range(old_slots):
+            if self.b_keys[k] != 0:
+                i = <int>(self.b_keys[k] & <uint64_t>(slots - 1))
+                while keys[i] != 0:
+                    i = (i + 1) & (slots - 1)
+                keys[i] = self.b_keys[k]
+                err_w[i] = self.b_err_w[k]
+                weight[i] = self.b_weight[k]
+        free(self.b_keys)
+        free(self.b_err_w)
+        free(self.b_weight)
+        self.b_keys = keys
+        self.b_err_w = err_w
+        self.b_weight = weight
+        self.b_mask = slots - 1
+        return 0
+
+    cdef inline double _bucket_bias(self, int slot) noexcept nogil:
+        """ObsBias of the bucket in `slot` (0 while it has no weight)."""
+        if slot < 0 or self.b_weight[slot] <= BIAS_MIN_WEIGHT:
+            return 0.0
+        return self.b_err_w[slot] / self.b_weight[slot]
+
+    cdef uint64_t _bias_bucket_key(self) noexcept nogil:
+        """The bucket of the scratch position (a tree node other than the root): the last mover,
+        the last move and the one before it, the 5x5 pattern around the last move (unless a pass)
+        with the stones in it that are in atari, and the simple-ko ban. Never 0."""
+        cdef int m = self.scratch.num_moves, last = self.scratch.hist_loc[m - 1]
+        cdef int stride = self.x_size + 1, x0, y0, x, y, loc, c, code, k = 0
+        cdef uint64_t pattern[2]
+        cdef uint64_t h
+        pattern[0] = 0
+        pattern[1] = 0
+        if last != PASS_LOC:
+            x0 = last % stride - 1
+            y0 = last // stride - 1
+            for y in range(y0 - 2, y0 + 3):
+                for x in range(x0 - 2, x0 + 3):
+                    if x < 0 or y < 0 or x >= self.x_size or y >= self.y_size:
+                        code = 3  # off the board
+                    else:
+                        loc = (y + 1) * stride + x + 1
+                        c = self.scratch.color[loc]
+                        code = c  # empty, black, white: 0, 1, 2; in atari: 4, 5
+                        if c != C_EMPTY and self.scratch.libs[self.scratch.chain_head[loc]] == 1:
+                            code = c + 3
+                    pattern[k // 21] |= (<uint64_t>code) << (3 * (k % 21))  # 3 bits a point: exact
+                    k += 1
+        h = _mix(0x5B7EE0B1A5ULL ^ self.scratch.hist_color[m - 1])
+        h = _mix(h ^ (<uint64_t>(last + 1) << 8)
+                 ^ (<uint64_t>(self.scratch.hist_loc[m - 2] + 1 if m >= 2 else 0) << 24))
+        h = _mix(h ^ pattern[0])
+        h = _mix(h ^ pattern[1] ^ (<uint64_t>(self.scratch.ko_loc + 1) << 16))
+        return h if h != 0 else 1
+
+    cdef double _bias_node_utility(self, int ni, double u) noexcept nogil:
+        """NodeUtility of node ni, evaluated just now with utility u: u plus lambda times its
+        bucket's observed bias (it adds nothing to the bucket before it has children)."""
+        cdef Node* n = &self.nodes[ni]
+        n.nn_u = u
+        n.node_u = u
+        if n.bias_bucket != 0:
+            n.node_u = u + self.p.subtree_bias_factor * self._bucket_bias(self._bucket_slot(n.bias_bucket, False))
+        return n.node_u
+
+    cdef void _update_subtree_bias(self, int ni) noexcept nogil:
+        """After a playout's values were added: from ni (the leaf's parent) up to the root, move
+        each node's observed error and weight in its bucket to their new values, take its new
+        NodeUtility from the bucket's bias, and carry the NodeUtility changes into the u_sum of
+        every node above. Nodes off the path keep their NodeUtility until a playout passes them."""
+        cdef double carry = 0.0, child_visits, err, weight, node_u
+        cdef int slot
+        cdef Node* n
+        while ni >= 0:
+            n = &self.nodes[ni]
+            n.u_sum += carry
+            if n.bias_bucket != 0:
+                slot = self._bucket_slot(n.bias_bucket, True)
+                if slot >= 0:  # (out of memory: the node keeps its old share and NodeUtility)
+                    child_visits = n.visits - 1  # >= 1: this playout went through a child
+                    err = (n.u_sum - n.node_u) / child_visits - n.nn_u
+                    weight = pow(child_visits, self.p.subtree_bias_exponent)
+                    self.b_err_w[slot] += err * weight - n.bias_err_w
+                    self.b_weight[slot] += weight - n.bias_weight
+                    n.bias_err_w = err * weight
+                    n.bias_weight = weight
+                    node_u = n.nn_u + self.p.subtree_bias_factor * self._bucket_bias(slot)
+                    carry += node_u - n.node_u
+                    n.u_sum += node_u - n.node_u
+                    n.node_u = node_u
+            ni = n.parent
+
+    cdef int _rebuild_buckets(self) noexcept nogil:
+        """After _compact: the root loses its bucket and its correction, and the buckets hold
+        the kept nodes' shares only. -1 when memory runs out."""
+        cdef Node* n = &self.nodes[self.root]
+        cdef int ni, slot
+        n.u_sum -= n.node_u - n.nn_u
+        n.node_u = n.nn_u
+        n.bias_bucket = 0
+        n.bias_err_w = 0.0
+        n.bias_weight = 0.0
+        self._clear_buckets()
+        for ni in range(self.num_nodes):
+            n = &self.nodes[ni]
+            if n.bias_bucket != 0 and n.bias_weight > 0:
+                slot = self._bucket_slot(n.bias_bucket, True)
+                if slot < 0:
+                    return -1
+                self.b_err_w[slot] += n.bias_err_w
+                self.b_weight[slot] += n.bias_weight
+        return 0
 
     cdef uint64_t _position_key(self) noexcept nogil:
         """NN cache key of the scratch position: what the features see of it. With random
@@ -1438,6 +1672,8 @@ cdef class Tree:
         if ni != self.root and self.scratch.passes == 1:
             self.nodes[ni].pass_ends = True
             self.nodes[ni].pass_end_s = final_score_c(self.scratch, self.katago_scoring)
+        if ni != self.root and self.p.subtree_bias_factor != 0:
+            self.nodes[ni].bias_bucket = self._bias_bucket_key()
         key = self._position_key()
         e = self.cache.lookup(key)
         if e >= 0:
@@ -1513,6 +1749,8 @@ cdef class Tree:
             tu = self._utility(tw, 1.0 - tw, n.pass_end_s, 0.0)
             if (tu > u) if n.pla == C_BLACK else (tu < u):
                 u, wb, lb, mb, sigma = tu, tw, 1.0 - tw, n.pass_end_s, 0.0
+        if self.p.subtree_bias_factor != 0:  # only the utility is corrected
+            u = self._bias_node_utility(ni, u)
         self._add_value(ni, u, wb, lb, mb, mb * mb + sigma * sigma)
 
     cdef void _root_priors(self) noexcept nogil:

@@ -115,6 +115,7 @@ def new_tree(cache: NNCache, config: SearchConfig, seed: int) -> Tree:
         root_policy_temperature_early=config.root_policy_temperature + config.root_policy_temperature_boost,
         shaped_noise=config.shaped_noise,
         random_symmetry=config.random_symmetry, ending_bonus_points=config.ending_bonus_points,
+        subtree_bias_factor=config.subtree_bias_factor, subtree_bias_exponent=config.subtree_bias_exponent,
         score_utility_weight=config.score_utility_weight, seed=seed,
     )
 
