@@ -133,7 +133,8 @@ def entry_point_sources(argv: list[str]) -> str:
     if argv[0] == "tengen":
         from tengen.cli import build_parser
 
-        action = getattr(build_parser().parse_args(argv[1:]), "action", None)
+        args = build_parser().parse_args(argv[1:])
+        action = getattr(args, "action", None) or getattr(args, "func", None)  # a group's action, or the command's
         return inspect.getsource(action) if callable(action) else ""
     script = _script_path(argv[0])
     return script.read_text() if script is not None and script.is_file() else ""
