@@ -42,14 +42,20 @@ class _Kept:
     offset: int | None = None
 
 
+def _spooled_key(name: str) -> str | None:
+    """The record key a spool file's name holds; None for a write cut short (a dot-named temp file)."""
+    return None if name.startswith(".") else urllib.parse.unquote(name)
+
+
 def spooled_keys(spool_dir: str | os.PathLike[str]) -> set[str]:
     """The keys of the records a spool holds now (a write cut short excluded), read from outside
     its process: what the producer published and the consumer group has not committed."""
     try:
-        names = [p.name for p in Path(spool_dir).iterdir()]
+        keys = {_spooled_key(p.name) for p in Path(spool_dir).iterdir()}
     except FileNotFoundError:
         return set()
-    return {urllib.parse.unquote(name) for name in names if not name.startswith(".")}
+    keys.discard(None)
+    return keys
 
 
 class Outbox:
@@ -99,10 +105,11 @@ class Outbox:
         restored: list[tuple[str, bytes]] = []
         with self._cond:
             for path in sorted(self.spool.iterdir()):
-                if path.name.startswith("."):
+                key = _spooled_key(path.name)
+                if key is None:
                     path.unlink(missing_ok=True)  # a write cut short: its record was never sent
                     continue
-                key, value = urllib.parse.unquote(path.name), path.read_bytes()
+                value = path.read_bytes()
                 if key not in self._kept:
                     self._kept[key] = _Kept(value)
                     self.kept_bytes += len(value)
