@@ -271,7 +271,13 @@ def test_bookkeeping_invariants_after_a_long_search_and_tree_reuse(position: str
     tree.advance(result.best_move())
     state = check_invariants(tree)
     assert state["visits"][0] > 1 and len(state["bucket_keys"]) > 0
-    tree.start_search(2500, reuse=True)
+    _search_reused(tree, 2500, side)
+    check_invariants(tree)
+
+
+def _search_reused(tree: Tree, visits: int, side: int) -> None:
+    """Search the kept tree on to `visits`, 8 leaves a batch, with the Hashed net."""
+    tree.start_search(visits, reuse=True)
     spatial = np.zeros((8, NUM_SPATIAL, side, side), np.float32)
     global_inputs = np.zeros((8, NUM_GLOBAL), np.float32)
     net = Hashed()
@@ -280,7 +286,6 @@ def test_bookkeeping_invariants_after_a_long_search_and_tree_reuse(position: str
         if n:
             out = net.evaluate(spatial[:n], global_inputs[:n])
             tree.backup(out["policy"], out["value"], out["score"])
-    check_invariants(tree)
 
 
 def _search(tree: Tree, moves: int) -> list:
@@ -289,15 +294,7 @@ def _search(tree: Tree, moves: int) -> list:
     result = run(boards[-1], Hashed(), 300, tree=tree, noise=True, forced_playouts=True, leaves_per_batch=8)
     out = [result.visits.tolist(), result.utility.tolist(), result.root_utility, result.score_mean]
     tree.advance(result.best_move())
-    tree.start_search(500, reuse=True)
-    spatial = np.zeros((8, NUM_SPATIAL, 9, 9), np.float32)
-    global_inputs = np.zeros((8, NUM_GLOBAL), np.float32)
-    net = Hashed()
-    while not tree.done:
-        n = tree.select_leaves(8, spatial, global_inputs)
-        if n:
-            evaluation = net.evaluate(spatial[:n], global_inputs[:n])
-            tree.backup(evaluation["policy"], evaluation["value"], evaluation["score"])
+    _search_reused(tree, 500, 9)
     children = tree.children()
     return out + [children["visits"].tolist(), children["utility"].tolist(), tree.root_value()]
 
