@@ -352,3 +352,12 @@ def test_the_bootstrapped_model_has_the_presets_triton_instances(tmp_path: Path,
     assert f'key: "torch_threads" value: {{ string_value: "{threads}" }}' in text
     assert 'key: "precision" value: { string_value: "auto" }' in text
     assert 'key: "runtime" value: { string_value: "auto" }' in text
+
+
+def test_the_gating_line_counts_draws() -> None:
+    """7x7 at komi 9 is a draw with perfect play: a match of near-equal nets is mostly draws, and
+    "1-2 of 20" would hide the 17 that decided it."""
+    decision = {"candidate": "candidate-000000800000", "wins": 1, "losses": 2, "draws": 17, "games": 20,
+                "promoted": False, "reason": "9.5 wins with 0 games left cannot reach 10 of 20: fails"}
+    assert format_gating(decision) == ("candidate-000000800000 1-2-17 of 20: rejected "
+                                       "(9.5 wins with 0 games left cannot reach 10 of 20: fails)")

@@ -258,7 +258,9 @@ def format_gating(decision: dict[str, Any] | None) -> str:
     if not decision:
         return "no decision yet"
     candidate = decision.get("candidate", "?")
-    score = f"{decision.get('wins', '?')}-{decision.get('losses', '?')} of {decision.get('games', '?')}"
+    draws = decision.get("draws") or 0  # wins-losses-draws, as services.gating.decision.Score prints it
+    score = (f"{decision.get('wins', '?')}-{decision.get('losses', '?')}" + (f"-{draws}" if draws else "")
+             + f" of {decision.get('games', '?')}")
     if decision.get("promoted"):
         verdict = f"promoted as v{decision.get('promoted_version', '?')}"
     else:
