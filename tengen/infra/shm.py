@@ -24,7 +24,8 @@ _IDS = itertools.count()
 
 def output_shapes(n: int, height: int, width: int) -> dict[str, tuple[int, ...]]:
     """The shapes of the exported model's outputs for n positions of height x width."""
-    return {"policy": (n, height * width + 1), "value": (n, 3), "score": (n, 2), "ownership": (n, height, width)}
+    return {"policy": (n, height * width + 1), "value": (n, 3), "score": (n, 2), "ownership": (n, height, width),
+            "uncertainty": (n, 2)}
 
 
 @dataclass(frozen=True)
