@@ -78,6 +78,15 @@ class SearchConfig:
     subtree_bias_factor: float = 0.0
     subtree_bias_exponent: float = 0.8
     score_utility_weight: float = 0.5  # c_score
+    # Uncertainty-weighted playouts (tengen.search.mcts; KataGo's "other methods" notes, v1.9): each
+    # playout counts C / (U + C / 8) playouts, U the net's predicted short-term error of its leaf in
+    # utility units (C = 0.25), in the averages and in PUCT's counts; needs a net trained with
+    # trainer.short_term_heads (without them every playout counts 1). Off until measured.
+    uncertainty_weighting: bool = False
+    # Variance-scaled cPUCT (tengen.search.mcts; KataGo v1.9): each node's cpuct times
+    # 1 + 0.85 (sd / 0.4 - 1), sd the stdev of its playouts' utilities with a prior of 0.4 weighing
+    # 2 playouts. Off until measured.
+    cpuct_variance_scaling: bool = False
     temperature_start: float = 0.8
     temperature_end: float = 0.2
     nn_cache_size: int = 65536

@@ -191,7 +191,7 @@ class BatchedRunner:
                     if count:
                         self._served_by(slot, e, version)
             backup_batch(half.trees[e], half.counts[e], out["policy"], out["value"], out["score"],
-                         out.get("ownership"))
+                         out.get("ownership"), out.get("uncertainty"))
 
     def play_for(self, seconds: float) -> dict[str, float]:
         """Play for `seconds` (the games then in progress are dropped); the stats of that time."""
