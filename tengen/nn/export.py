@@ -173,7 +173,8 @@ def export_onnx(export_path: str | os.PathLike[str], onnx_path: str | os.PathLik
             warnings.filterwarnings("ignore", category=DeprecationWarning)
             warnings.filterwarnings("ignore", category=UserWarning)
             torch.onnx.export(module, example, str(tmp), input_names=[i["name"] for i in INPUTS],
-                              output_names=names, dynamic_axes={k: v for k, v in axes.items() if k not in OUTPUT_NAMES or k in names}, opset_version=ONNX_OPSET,
+                              output_names=names, dynamic_axes={k: axes[k] for k in ("spatial", "globals", *names)},
+                              opset_version=ONNX_OPSET,
                               dynamo=False)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
