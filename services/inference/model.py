@@ -57,6 +57,9 @@ def _openvino_model(module, threads, bf16):
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
+        # A repository configured before the uncertainty output declares only the first four; a
+        # response must not carry an output its config does not have.
+        self.declared = {o["name"] for o in config.get("output", [])}
         params = config.get("parameters", {})
         threads = int(params.get("torch_threads", {}).get("string_value", "0") or 0)
         if threads > 0:
@@ -126,7 +129,7 @@ class TritonPythonModel:
                 n = inputs[j][0].shape[0]
                 responses[i] = pb_utils.InferenceResponse(output_tensors=[
                     pb_utils.Tensor(name, np.ascontiguousarray(a[start:start + n]))
-                    for name, a in zip(OUTPUT_NAMES, arrays)])
+                    for name, a in zip(OUTPUT_NAMES, arrays) if name in self.declared])
                 start += n
         return responses
 
