@@ -14,13 +14,15 @@ import time
 
 import numpy as np
 
+from tengen.infra.entrypoint import positive_int
+
 DESCRIPTION = "feature encoding of 19x19 mid-game positions: encode() vs numpy stones+liberties"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    parser.add_argument("--positions", type=int, default=64, help="positions to cycle through")
-    parser.add_argument("--moves", type=int, default=150, help="moves into each game (default 150)")
+    parser.add_argument("--positions", type=positive_int, default=64, help="positions to cycle through (default 64)")
+    parser.add_argument("--moves", type=positive_int, default=150, help="moves into each game (default 150)")
 
 
 def _positions(count: int, moves: int, seed: int) -> list[tuple]:

@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import time
 
+from tengen.infra.entrypoint import positive_int
+
 DESCRIPTION = "Bayesian Elo fit on a gating chain of model versions: MM+Newton vs plain MM"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--versions", type=int, default=100, help="model versions in the chain (default 100)")
-    parser.add_argument("--games", type=int, default=200, help="games per gating match (default 200)")
+    parser.add_argument("--versions", type=positive_int, default=100, help="model versions in the chain (default 100)")
+    parser.add_argument("--games", type=positive_int, default=200, help="games per gating match (default 200)")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
 
 

@@ -58,13 +58,14 @@ class SearchConfig:
     noise_weight: float = 0.25
     # Root policy temperature of noised searches, plus a boost at the first move that halves every
     # B turns (B the board's side); KataGo's later runs use 1.1 + 0.15 (1.25 at the start) and shaped
-    # Dirichlet noise (tengen.search.mcts), as every preset now does (configs/cpu.yaml: their A/B won).
+    # Dirichlet noise (tengen.search.mcts), as the 7x7 presets and paper do (their cpu7 A/B won;
+    # configs/cpu.yaml says why 9x9 keeps them off).
     root_policy_temperature: float = 1.03
     root_policy_temperature_boost: float = 0.0
     shaped_noise: bool = False
     # Every net evaluation in search under a random symmetry of the board, and NN cache hits for
-    # positions that are rotations or mirror images of cached ones (tengen.search.mcts). On in every
-    # preset (its A/B won, configs/cpu.yaml); the bare engine default stays off.
+    # positions that are rotations or mirror images of cached ones (tengen.search.mcts). On in the 7x7
+    # presets and paper (its cpu7 A/B won, configs/cpu7.yaml); the bare engine default stays off.
     random_symmetry: bool = False
     # The root's ending bias (paper 6.2.3; KataGo 0.5): moves into surely owned areas look this many
     # points worse, so games end sooner; 0 = off (tengen.search.mcts).

@@ -7,9 +7,13 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-from tengen.cli import build_parser
+import pytest
+
+import tengen.commands.bench
+from tengen.cli import build_parser, main
 
 
 def test_help_lists_commands() -> None:
@@ -60,7 +64,7 @@ def _bad_inputs(tmp: Path) -> dict[str, list[str]]:
     nobody = f"127.0.0.1:{_free_port()}"
     return {
         "tengen bench go": ["--seconds", "0"],
-        "tengen bench features": ["--positions", "0"],  # a bug today (division by zero): the catch-all
+        "tengen bench features": ["--positions", "0"],
         "tengen bench ratings": ["--versions", "x"],
         "tengen bench train": ["--arch", "nope"],
         "tengen bench inference": ["--arch", "nope"],
@@ -112,9 +116,21 @@ def test_every_command_errors_in_one_line(tmp_path: Path) -> None:
         assert result.returncode != 0, (prog, result.stderr)
         assert "Traceback" not in result.stderr, (prog, result.stderr)
         assert len(lines) == 1 and lines[0].strip(), (prog, result.stderr)
-    # An unexpected exception still names its type and leaves its traceback in a file.
-    line = results["tengen bench features"].stderr.strip().splitlines()[-1]
+    assert results["tengen triton"].stderr.startswith("tengen triton: [Errno 17] File exists")
+
+
+def test_an_unexpected_exception_names_its_type_and_leaves_its_traceback_in_a_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import bench.features
+
+    def crash(args: object) -> dict:
+        return {"rate": 1 / 0}
+
+    monkeypatch.setattr(bench.features, "run", crash)
+    monkeypatch.setattr(tengen.commands.bench, "exit_on_signals", lambda: None)  # keep pytest's handlers
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert main(["bench", "features", "--seconds", "1"]) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("tengen bench features: division by zero (unexpected ZeroDivisionError; traceback in ")
     crash_log = Path(line.rsplit("traceback in ", 1)[1].rstrip(")"))
-    assert crash_log.parent == tmp_path and "Traceback" in crash_log.read_text()
-    assert results["tengen triton"].stderr.startswith("tengen triton: [Errno 17] File exists")
+    assert crash_log.parent == tmp_path and "in crash" in crash_log.read_text()

@@ -107,8 +107,11 @@ def test_bad_csv_names_the_line_and_imports_nothing(
 
 
 def test_missing_file_and_bad_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "import", str(tmp_path / "none.csv"), "--data-dir", str(tmp_path))
-    assert code == 1 and "cannot read" in err
+    # A missing file is refused before the store is opened, so no empty store is left behind.
+    with pytest.raises(SystemExit) as exit_:
+        main(["ratings", "import", str(tmp_path / "none.csv"), "--data-dir", str(tmp_path)])
+    assert exit_.value.code == 2 and "cannot read" in capsys.readouterr().err
+    assert not (tmp_path / "ratings.sqlite").exists()
     for argv in (["top", "--prior-draws", "0"], ["top", "--n", "-2"]):
         with pytest.raises(SystemExit) as exit_:
             main(["ratings", *argv, "--data-dir", str(tmp_path)])

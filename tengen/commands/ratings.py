@@ -220,6 +220,14 @@ def _count(text: str) -> int:
     return value
 
 
+def _readable_file(text: str) -> Path:
+    """argparse type for `import`: checked before the store is opened, which would create it."""
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"cannot read {text}: no such file")
+    return path
+
+
 def _add_common(parser: argparse.ArgumentParser) -> None:
     from tengen.ratings.config import add_store_arguments
 
@@ -267,7 +275,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(winner B, W or draw). Idempotent: game ids already stored are skipped. A bad row "
         "imports nothing and names its line.",
     )
-    imp.add_argument("file", type=Path, help="CSV file")
+    imp.add_argument("file", type=_readable_file, help="CSV file")
     imp.add_argument("--source", default="import", help="source recorded with each game (default import)")
     imp.add_argument(
         "--kind", choices=("model", "anchor", "engine"), default=None,
