@@ -35,7 +35,7 @@ The whole net is TorchScript-compatible (tengen.nn.export scripts it).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
