@@ -5,8 +5,8 @@ candidate -> self-play, no services), A with the preset as it is and B with the 
 A with the --a ones), start from the same seed and run side by side, one process and one torch
 thread each, until each has used --seconds of CPU time (time.process_time: both arms get the same
 compute whatever the box's load). Then the two final nets play --games games against each other at
-fixed visits (colours alternating, the preset's boards and gating komi, batched in process), and
-the bench reports B's score with its Wilson interval and the implied Elo difference.
+fixed visits (colours alternating, the preset's boards and gating komi, batched in process, each
+net searching with its own arm's search settings), and the bench reports B's score with its Wilson interval and the implied Elo difference.
 
     tengen bench ab --preset cpu7 --seconds 1800 --a trainer.soft_policy_weight=0 --games 100
 """
@@ -88,8 +88,11 @@ def _arm(name: str, preset: str, env: dict[str, str], seed: int, cpu_seconds: fl
     (Path(out) / f"{name}.json").write_text(json.dumps(figures))
 
 
-def _match(preset: str, a_path: Path, b_path: Path, games: int, visits: int, seed: int) -> dict:
-    """B's score against A over `games` games (draws half), colours alternating."""
+def _match(preset: str, arms: dict[str, dict[str, str]], a_path: Path, b_path: Path, games: int, visits: int,
+           seed: int) -> dict:
+    """B's score against A over `games` games (draws half), colours alternating; each net searches
+    with its own arm's search settings (a search method is part of how its net plays), the match
+    settings (visits, temperature) are the preset's for both."""
     from tengen.config import load_config
     from tengen.gtp.match import elo_difference, wilson_interval
     from tengen.nn.evaluator import make_evaluator
@@ -100,7 +103,8 @@ def _match(preset: str, a_path: Path, b_path: Path, games: int, visits: int, see
     settings.visits = visits
     b_side = 0
     evaluators = [make_evaluator(b_path, 1), make_evaluator(a_path, 1)]
-    runner = MatchRunner(evaluators, settings, config.search, games_in_parallel=min(games, 16), seed=seed)
+    searches = [load_config(preset, env=arms["B"]).search, load_config(preset, env=arms["A"]).search]
+    runner = MatchRunner(evaluators, settings, searches, games_in_parallel=min(games, 16), seed=seed)
     score = 0.0
     for n, result in enumerate(runner.play(list(range(games))), 1):
         winner_side = None if result.winner == "draw" else (result.black_side if result.winner == "B"
@@ -148,7 +152,7 @@ def run(args: argparse.Namespace) -> dict:
         for name, fig in figures.items():
             print(f"  arm {name}: {fig['games']} games, {fig['rows']} rows, {fig['samples']} samples, "
                   f"{fig['candidates']} candidates in {fig['cpu_s']} s of CPU")
-        match = _match(args.preset, out / "A.pt", out / "B.pt", args.games, args.visits, args.seed)
+        match = _match(args.preset, arms, out / "A.pt", out / "B.pt", args.games, args.visits, args.seed)
         print(f"bench ab: B scored {match['b_score']:g}/{args.games} = {match['b_rate']:.3f} "
               f"[{match['wilson_low']:.3f}, {match['wilson_high']:.3f}] against A at {args.visits} visits "
               f"(Elo B-A {match['elo_b_minus_a'] if match['elo_b_minus_a'] is not None else 'unbounded'})")

@@ -79,6 +79,15 @@ class SearchConfig:
     subtree_bias_factor: float = 0.0
     subtree_bias_exponent: float = 0.8
     score_utility_weight: float = 0.5  # c_score
+    # Uncertainty-weighted playouts (tengen.search.mcts; KataGo's "other methods" notes, v1.9): each
+    # playout counts C / (U + C / 8) playouts, U the net's predicted short-term error of its leaf in
+    # utility units (C = 0.25), in the averages and in PUCT's counts; needs a net trained with
+    # trainer.short_term_heads (without them every playout counts 1). Off until measured.
+    uncertainty_weighting: bool = False
+    # Variance-scaled cPUCT (tengen.search.mcts; KataGo v1.9): each node's cpuct times
+    # 1 + 0.85 (sd / 0.4 - 1), sd the stdev of its playouts' utilities with a prior of 0.4 weighing
+    # 2 playouts. Off until measured.
+    cpuct_variance_scaling: bool = False
     temperature_start: float = 0.8
     temperature_end: float = 0.2
     nn_cache_size: int = 65536
@@ -111,6 +120,16 @@ class TrainerConfig:
     # without (Wilson 95% [0.30, 0.48]; `tengen bench ab --preset cpu7 --seconds 1800 --a
     # trainer.soft_policy_weight=0`, README "KataGo's later methods, measured"). Off by default.
     soft_policy_weight: float = 0.0
+    # Short-term value and score heads and their error heads (tengen.nn.model; KataGo's "other
+    # methods" notes), trained on the rows' short-term targets; their error predictions are the
+    # uncertainty that search.uncertainty_weighting reads. Off until measured (README "KataGo's later
+    # methods, measured"): a net without them serves an "unknown" uncertainty. The weights are
+    # tengen.nn.loss.LossWeights' (untuned).
+    short_term_heads: bool = False
+    short_term_value_weight: float = 1.0
+    short_term_score_weight: float = 0.004
+    short_term_value_error_weight: float = 1.0
+    short_term_score_error_weight: float = 1e-4
     window_c: int = 250_000  # N_window = c(1 + beta((N_total/c)^alpha - 1)/alpha)
     window_alpha: float = 0.75
     window_beta: float = 0.4
@@ -328,6 +347,8 @@ def validate(config: Config) -> None:
           "trainer.candidate_every >= trainer.snapshot_every >= 1")
     check(trainer.lr_per_sample > 0 and 0 <= trainer.momentum < 1, "trainer.lr_per_sample > 0, momentum in [0,1)")
     check(trainer.soft_policy_weight >= 0, "trainer.soft_policy_weight must be >= 0")
+    check(min(trainer.short_term_value_weight, trainer.short_term_score_weight, trainer.short_term_value_error_weight,
+              trainer.short_term_score_error_weight) >= 0, "trainer.short_term_*_weight must be >= 0")
     check(1 <= gating.wins_to_pass <= gating.games, "gating.wins_to_pass must be within 1..gating.games")
     check(gating.visits >= 1 and gating.temperature >= 0, "gating.visits >= 1, temperature >= 0")
     strength = config.strength

@@ -26,3 +26,28 @@ def test_bench_ab_runs_both_arms_and_their_match(tmp_path: Path) -> None:
         assert (tmp_path / f"{arm}.pt").is_file()
     assert 0 <= figures["b_score"] <= 4 and figures["b_rate"] == round(figures["b_score"] / 4, 3)
     assert figures["wilson_low"] <= figures["b_rate"] <= figures["wilson_high"]
+
+
+def test_each_net_searches_with_its_own_arms_settings_in_the_match(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search method is part of how its net plays: B's trees get B's search settings, A's A's."""
+    import bench.ab
+    import tengen.search.match
+    from tengen.nn.export import export_model
+    from tengen.nn.model import build_model
+
+    export_model(build_model("b1c16"), tmp_path / "A.pt", samples_seen=0)
+    export_model(build_model("b1c16"), tmp_path / "B.pt", samples_seen=0)
+    built = []
+
+    class Recording(tengen.search.match.MatchRunner):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            built.append(self)
+
+    monkeypatch.setattr(tengen.search.match, "MatchRunner", Recording)
+    arms = {"A": {"TENGEN_SEARCH__CPUCT": "0.7"}, "B": {"TENGEN_SEARCH__CPUCT": "2.5"}}
+    result = bench.ab._match("tiny", arms, tmp_path / "A.pt", tmp_path / "B.pt", games=2, visits=4, seed=1)
+    assert result["games"] == 2
+    slot = built[0]._halves[0].slots[0]
+    assert [tree.cpuct for tree in slot.trees] == [2.5, 0.7]  # evaluator 0 is B's net, 1 is A's

@@ -504,3 +504,44 @@ def test_a_presets_triton_settings_reach_the_config_and_an_existing_model(tmp_pa
     assert out.returncode == 0, out.stderr
     assert "updated to preset cpu's triton settings" in out.stdout and "next load" in out.stdout
     assert "count: 4" in (repo.model_dir("net") / "config.pbtxt").read_text()
+
+
+def test_a_repository_configured_before_the_uncertainty_output_still_serves(triton_server, tmp_path: Path) -> None:
+    """A run's model repository keeps the config.pbtxt it was created with; one written before the
+    uncertainty output declares four outputs. The evaluator asks only for those and fills in the
+    unknown uncertainty, and the backend's newer model.py leaves the undeclared output out."""
+    from tengen.nn.export import UNKNOWN_UNCERTAINTY, export_model
+    from tengen.nn.model import build_model
+
+    torch.manual_seed(5)
+    export = tmp_path / "b1c16.pt"
+    export_model(build_model("b1c16"), export, samples_seen=0)
+    repo = triton_server.repository
+    name = f"old-{uuid.uuid4().hex[:8]}"
+    config = render_config(name)
+    old = config.replace(' },\n  { name: "uncertainty" data_type: TYPE_FP32 dims: [ 2 ] }', " }")
+    assert old != config and "uncertainty" not in old
+    repo.create_model(name, old)
+    repo.write_version(name, export)
+    load_model(triton_server.grpc_url, name)
+    for shared in (False, True):
+        with TritonEvaluator(triton_server.grpc_url, name, shared_memory=shared) as remote:
+            assert "uncertainty" not in remote.outputs
+            spatial, glob = _inputs(3, size=19)
+            spatial[:, 0] = 1.0
+            got = remote.evaluate(spatial, glob)
+            assert got["policy"].shape == (3, 19 * 19 + 1)
+            np.testing.assert_array_equal(got["uncertainty"], np.full((3, 2), UNKNOWN_UNCERTAINTY, np.float32))
+
+
+def test_a_shared_memory_region_holds_a_full_batch_at_the_largest_board() -> None:
+    from tengen.go.planes import MAX_BOARD
+    from tengen.infra.shm import ShmRegion
+
+    region = ShmRegion(max_batch=4)
+    try:
+        inputs, outputs = region.write_inputs(*_inputs(4, size=MAX_BOARD))
+        assert [p.name for p in outputs] == ["policy", "value", "score", "ownership", "uncertainty"]
+        assert outputs[-1].offset + outputs[-1].nbytes <= region.byte_size
+    finally:
+        region.close()

@@ -37,7 +37,7 @@ def test_sidecar_describes_the_export(model: KataGoNet, exported: Path) -> None:
     assert metadata["architecture"]["name"] == "b2c32" and metadata["architecture"]["blocks"] == 2
     assert (metadata["num_spatial"], metadata["num_global"]) == (18, 10)
     assert [i["name"] for i in metadata["inputs"]] == ["spatial", "globals"]
-    assert [o["name"] for o in metadata["outputs"]] == list(OUTPUT_NAMES) == ["policy", "value", "score", "ownership"]
+    assert [o["name"] for o in metadata["outputs"]] == list(OUTPUT_NAMES) == ["policy", "value", "score", "ownership", "uncertainty"]
     assert metadata["outputs"][0]["shape"] == ["B", "H*W+1"]
     assert metadata["samples_seen"] == 123_456
     assert metadata["created"].endswith("+00:00")
@@ -56,7 +56,7 @@ def test_round_trip_matches_the_live_module(model: KataGoNet, exported: Path, si
         loaded = module(spatial, global_inputs)
         expected = InferenceNet(live)(spatial, global_inputs)
         full = live(spatial, global_inputs)
-    assert [tuple(t.shape) for t in loaded] == [(3, size * size + 1), (3, 3), (3, 2), (3, size, size)]
+    assert [tuple(t.shape) for t in loaded] == [(3, size * size + 1), (3, 3), (3, 2), (3, size, size), (3, 2)]
     assert all(t.dtype == torch.float32 for t in loaded)
     for a, b in zip(loaded, expected):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
@@ -94,7 +94,7 @@ def test_torch_evaluator_from_path_and_module(model: KataGoNet, exported: Path) 
     b = from_module.evaluate(spatial.astype(np.float64), global_inputs)
     assert list(a) == list(OUTPUT_NAMES)
     assert {k: v.shape for k, v in a.items()} == {
-        "policy": (2, 170), "value": (2, 3), "score": (2, 2), "ownership": (2, 13, 13)
+        "policy": (2, 170), "value": (2, 3), "score": (2, 2), "ownership": (2, 13, 13), "uncertainty": (2, 2)
     }
     for name in OUTPUT_NAMES:
         assert a[name].dtype == np.float32

@@ -48,7 +48,8 @@ def leaf_outputs(batch_size: int = 2) -> ModelOutputs:
         score_gamma=torch.zeros(batch_size),
     )
     leaves = {k: v.requires_grad_() for k, v in fields.items()}
-    return ModelOutputs(**leaves, ownership=torch.tanh(leaves["ownership_logits"]), mask=mask)
+    return ModelOutputs(**leaves, ownership=torch.tanh(leaves["ownership_logits"]), mask=mask,
+                        short_term=torch.zeros(batch_size, 4))
 
 
 def neutral_targets(batch_size: int = 2) -> Targets:

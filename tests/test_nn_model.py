@@ -70,6 +70,7 @@ def test_output_shapes(name: str) -> None:
         "score_belief_logits": (2, NUM_SCORE_BINS),
         "score_gamma": (2,),
         "mask": (2, 7, 9),
+        "short_term": (2, 4),
     }
     assert all(torch.isfinite(v).all() for v in out)
     assert (out.score_stdev > 0).all() and (out.root_variance > 0).all()
@@ -211,7 +212,7 @@ def test_soft_policy_head_is_training_only() -> None:
         "soft_policy_head.out_conv.weight", "soft_policy_head.pass_linear.weight"]
     spatial, global_inputs = batch([(9, 9), (7, 7)], seed=10)
     with torch.no_grad():
-        policy, value, score, ownership = served(spatial, global_inputs)
+        policy, value, score, ownership, _ = served(spatial, global_inputs)
         full = model(spatial, global_inputs)
     assert [tuple(t.shape) for t in (policy, value, score, ownership)] == [(2, 82), (2, 3), (2, 2), (2, 9, 9)]
     torch.testing.assert_close(policy, full.policy_logits)

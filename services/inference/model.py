@@ -3,7 +3,9 @@
 Each version directory of the model holds a copy of this file next to `model.pt` (the export,
 the same file the PyTorch backend serves on GPUs). The export's signature is fixed:
 forward(spatial float32 [B, 18, H, W], globals float32 [B, 10]) -> (policy [B, H*W+1],
-value [B, 3], score [B, 2], ownership [B, H, W]). Requests that the dynamic batcher hands over
+value [B, 3], score [B, 2], ownership [B, H, W], uncertainty [B, 2]); an export from before the
+uncertainty output returns the first four, and this model adds UNKNOWN_UNCERTAINTY for it (as
+tengen.nn.export.complete_outputs does in-process). Requests that the dynamic batcher hands over
 together are run as one forward pass per board shape.
 
 Runs inside Triton's Python stub, so it imports only torch, OpenVINO, numpy and Triton's
@@ -23,7 +25,8 @@ import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
 
-OUTPUT_NAMES = ("policy", "value", "score", "ownership")
+OUTPUT_NAMES = ("policy", "value", "score", "ownership", "uncertainty")
+UNKNOWN_UNCERTAINTY = -1.0
 NUM_SPATIAL, NUM_GLOBAL = 18, 10
 
 
@@ -54,6 +57,9 @@ def _openvino_model(module, threads, bf16):
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
+        # A repository configured before the uncertainty output declares only the first four; a
+        # response must not carry an output its config does not have.
+        self.declared = {o["name"] for o in config.get("output", [])}
         params = config.get("parameters", {})
         threads = int(params.get("torch_threads", {}).get("string_value", "0") or 0)
         if threads > 0:
@@ -85,10 +91,14 @@ class TritonPythonModel:
     def _forward(self, spatial, glob):
         if self.request is not None:
             outputs = self.request.infer({0: spatial, 1: glob})
-            return [np.ascontiguousarray(outputs[i], dtype=np.float32) for i in range(len(OUTPUT_NAMES))]
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
-            outs = self.module(torch.from_numpy(spatial), torch.from_numpy(glob))
-        return [o.float().contiguous().numpy() for o in outs]
+            arrays = [np.ascontiguousarray(outputs[i], dtype=np.float32) for i in range(len(outputs))]
+        else:
+            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+                outs = self.module(torch.from_numpy(spatial), torch.from_numpy(glob))
+            arrays = [o.float().contiguous().numpy() for o in outs]
+        if len(arrays) < len(OUTPUT_NAMES):  # an export from before the uncertainty output
+            arrays.append(np.full((spatial.shape[0], 2), UNKNOWN_UNCERTAINTY, np.float32))
+        return arrays
 
     def execute(self, requests):
         responses = [None] * len(requests)
@@ -119,7 +129,7 @@ class TritonPythonModel:
                 n = inputs[j][0].shape[0]
                 responses[i] = pb_utils.InferenceResponse(output_tensors=[
                     pb_utils.Tensor(name, np.ascontiguousarray(a[start:start + n]))
-                    for name, a in zip(OUTPUT_NAMES, arrays)])
+                    for name, a in zip(OUTPUT_NAMES, arrays) if name in self.declared])
                 start += n
         return responses
 

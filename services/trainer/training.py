@@ -34,7 +34,7 @@ import torch
 from tengen.config import TrainerConfig
 from tengen.data.window import Batch, Window
 from tengen.nn.loss import LossWeights, Targets, compute_training_loss
-from tengen.nn.model import SOFT_POLICY_PREFIX, KataGoNet, build_model, predates_soft_policy
+from tengen.nn.model import SHORT_TERM_PREFIXES, SOFT_POLICY_PREFIX, KataGoNet, build_model
 
 CHECKPOINT_FORMAT = "tengen-trainer-checkpoint-1"
 
@@ -99,10 +99,12 @@ class Counters:
 
 _BATCH_FIELDS = ("spatial", "global_inputs", "policy", "opponent_policy", "value", "score", "ownership", "weight",
                  "final_weight")
+_SHORT_TERM_FIELDS = ("short_term", "short_term_weight")
 
 
-def _host_tensors(batch: Batch, pin: bool) -> dict[str, torch.Tensor]:
-    tensors = {name: torch.from_numpy(getattr(batch, name)) for name in _BATCH_FIELDS}
+def _host_tensors(batch: Batch, pin: bool, short_term: bool = False) -> dict[str, torch.Tensor]:
+    names = _BATCH_FIELDS + (_SHORT_TERM_FIELDS if short_term else ())
+    tensors = {name: torch.from_numpy(getattr(batch, name)) for name in names}
     return {name: t.pin_memory() for name, t in tensors.items()} if pin else tensors
 
 
@@ -111,13 +113,16 @@ def _device_batch(host: dict[str, torch.Tensor], device: torch.device) -> tuple[
     targets = Targets(policy=t["policy"], opponent_policy=t["opponent_policy"], value=t["value"],
                       score=t["score"], ownership=t["ownership"], weight=t["weight"],
                       # side-branch rows (final_weight 0) have no score or ownership target
-                      ownership_weight=t["final_weight"], score_weight=t["final_weight"])
+                      ownership_weight=t["final_weight"], score_weight=t["final_weight"],
+                      short_term=t.get("short_term"), short_term_weight=t.get("short_term_weight"))
     return t["spatial"], t["global_inputs"], targets
 
 
-def batch_tensors(batch: Batch, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, Targets]:
-    """A window batch as the net's inputs and the loss's targets on `device`."""
-    return _device_batch(_host_tensors(batch, pin=False), device)
+def batch_tensors(batch: Batch, device: torch.device,
+                  short_term: bool = False) -> tuple[torch.Tensor, torch.Tensor, Targets]:
+    """A window batch as the net's inputs and the loss's targets on `device` (with the short-term
+    targets when `short_term`)."""
+    return _device_batch(_host_tensors(batch, pin=False, short_term=short_term), device)
 
 
 class BatchSource:
@@ -129,11 +134,14 @@ class BatchSource:
     appended while it waited in the queue, which changes nothing that matters.
     """
 
-    def __init__(self, window: Window, batch_size: int, seed: int, device: torch.device, prefetch: int = 0) -> None:
+    def __init__(self, window: Window, batch_size: int, seed: int, device: torch.device, prefetch: int = 0,
+                 short_term: bool = False) -> None:
+        """`short_term`: batches carry the short-term targets (for a net with the short-term heads)."""
         if prefetch < 0:
             raise ValueError(f"prefetch must be >= 0, got {prefetch}")
         self.window, self.batch_size, self.seed, self.device = window, batch_size, seed, device
         self.prefetch = prefetch
+        self.short_term = short_term
         self._pin = device.type == "cuda"
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -141,7 +149,8 @@ class BatchSource:
 
     def _draw(self, step: int) -> dict[str, torch.Tensor]:
         rng = np.random.default_rng((self.seed, step))
-        return _host_tensors(self.window.sample(self.batch_size, rng, augment=True, crop=True), self._pin)
+        return _host_tensors(self.window.sample(self.batch_size, rng, augment=True, crop=True), self._pin,
+                             self.short_term)
 
     def get(self, step: int) -> tuple[torch.Tensor, torch.Tensor, Targets]:
         if not self.prefetch:
@@ -204,16 +213,20 @@ class Learner:
         self.config = config
         self.window = window
         self.device = torch.device(device)
-        self.model = build_model(config.arch).to(self.device)
+        self.model = build_model(config.arch, short_term=config.short_term_heads).to(self.device)
         self.model.train()
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.0, momentum=config.momentum)
-        self.loss_weights = LossWeights(soft_policy=config.soft_policy_weight, l2=config.l2)
+        self.loss_weights = LossWeights(
+            soft_policy=config.soft_policy_weight, l2=config.l2, short_term_value=config.short_term_value_weight,
+            short_term_score=config.short_term_score_weight,
+            short_term_value_error=config.short_term_value_error_weight,
+            short_term_score_error=config.short_term_score_error_weight)
         self.swa = SwaAverager(config.swa_decay)
         self.counters = Counters(next_snapshot=config.snapshot_every, next_candidate=config.candidate_every)
         self.seed = seed
         if prefetch is None:
             prefetch = 2 if self.device.type == "cuda" else 0
-        self.batches = BatchSource(window, config.batch_size, seed, self.device, prefetch)
+        self.batches = BatchSource(window, config.batch_size, seed, self.device, prefetch, config.short_term_heads)
 
     def can_train(self) -> bool:
         """Enough rows to start, and not ahead of the data: about `samples_per_row` training
@@ -312,30 +325,39 @@ class Learner:
             raise ValueError(f"{path}: not a {CHECKPOINT_FORMAT} file")
         if state["arch"] != self.config.arch:
             raise ValueError(f"{path} holds a {state['arch']} net but the preset trains {self.config.arch}")
-        if predates_soft_policy(state["model"]):
-            self._add_soft_policy_head(state)
+        self._add_missing_heads(state)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.swa.load_state_dict(state["swa"])
         self.counters = Counters(**state["counters"])
         self.seed = state["seed"]
         self.batches.close()
-        self.batches = BatchSource(self.window, self.config.batch_size, self.seed, self.device, self.batches.prefetch)
+        self.batches = BatchSource(self.window, self.config.batch_size, self.seed, self.device, self.batches.prefetch,
+                                   self.config.short_term_heads)
 
-    def _add_soft_policy_head(self, state: dict[str, Any]) -> None:
-        """Completes a checkpoint saved before the soft policy head: the head keeps this net's fresh
-        weights (in the SWA average too) and starts without momentum."""
-        fresh = {k: v for k, v in self.model.state_dict().items() if k.startswith(SOFT_POLICY_PREFIX)}
+    def _add_missing_heads(self, state: dict[str, Any]) -> None:
+        """Completes a checkpoint saved before the soft policy head or without the short-term heads
+        (trainer.short_term_heads turned on for a running net): those heads keep this net's fresh
+        weights (in the SWA average too) and start without momentum."""
+        fresh: dict[str, torch.Tensor] = {}
+        for prefixes in ((SOFT_POLICY_PREFIX,), SHORT_TERM_PREFIXES):  # a head is added whole or not at all
+            if not any(k.startswith(prefixes) for k in state["model"]):
+                fresh.update({k: v for k, v in self.model.state_dict().items() if k.startswith(prefixes)})
+        if not fresh:
+            return
         state["model"] = {**state["model"], **fresh}
         if state["swa"]["snapshots"]:
             state["swa"]["average"] = {**state["swa"]["average"],
                                        **{k: v.detach().to("cpu", copy=True) for k, v in fresh.items()}}
-        # The head's parameters are the net's last (KataGoNet registers it last): the saved ids
-        # 0..n-1 stay the other parameters', the head's take the next ids.
-        head = sum(1 for name, _ in self.model.named_parameters() if name.startswith(SOFT_POLICY_PREFIX))
+        # The added parameters are the net's last (KataGoNet registers these heads last): the saved
+        # ids 0..n-1 stay the other parameters', the added ones take the next ids.
+        names = [name for name, _ in self.model.named_parameters()]
+        added = sum(1 for name in names if name in fresh)
+        if any(name in fresh for name in names[:len(names) - added]):
+            raise ValueError("the heads missing from the checkpoint are not the net's last parameters")
         group = state["optimizer"]["param_groups"][-1]
         saved = sum(len(g["params"]) for g in state["optimizer"]["param_groups"])
-        group["params"] = [*group["params"], *range(saved, saved + head)]
+        group["params"] = [*group["params"], *range(saved, saved + added)]
 
     def close(self) -> None:
         """Stop the prefetch thread, if any."""

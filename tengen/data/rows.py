@@ -13,12 +13,17 @@ order. Targets (paper §4.1-4.2, App. B), all from the view of the player to mov
 - score: the final score (komi included) from the mover's side;
 - ownership: the final owner of each point, +1 the mover's, -1 the opponent's, 0 neither;
 - weight: the turn's sample weight;
-- final_weight: 1, the weight of the score and ownership targets.
+- final_weight: 1, the weight of the score and ownership targets;
+- short-term value and score (KataGo's "other methods" notes, short-term targets): the searches'
+  own values averaged exponentially over the turns ahead, see `short_term_targets`; with
+  short_term_weight 1 (0 for side-branch rows, which have none).
 
 A side-branch row (a position the game never reached, so it has no final position) takes the
 search's own (win, loss, no-result) as its value target and has final_weight 0: its score and
 ownership targets (left 0) are not trained on. Its opponent policy is the next search of its
-branch, if any.
+branch, if any. It has no short-term targets either (short_term_weight 0): a branch is a search or
+a few, with no outcome to end on, so the average would be mostly its own search's value, which is
+already its value target.
 
 Policy surprise weighting (KataGo's "other methods" notes, used from its g170 run): when self-play
 recorded each full search's policy surprise, the window gets a row more or less often than once:
@@ -91,6 +96,10 @@ class TrainingRows:
     weight: np.ndarray  # float32 [N]
     # float32 [N]: weight of the score and ownership targets, 0 for side-branch rows; None = all 1
     final_weight: np.ndarray | None = None
+    # float32 [N, 2]: short-term (value, score) targets (`short_term_targets`), and float32 [N] their
+    # weight: 1, 0 for side-branch rows; None = no short-term targets (rows from an older window).
+    short_term: np.ndarray | None = None
+    short_term_weight: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.weight)
@@ -102,6 +111,10 @@ class TrainingRows:
     def final_weights(self) -> np.ndarray:
         """final_weight, with None read as all 1."""
         return np.ones(len(self), np.float32) if self.final_weight is None else self.final_weight
+
+    def short_term_weights(self) -> np.ndarray:
+        """short_term_weight, with None read as all 0 (no targets)."""
+        return np.zeros(len(self), np.float32) if self.short_term_weight is None else self.short_term_weight
 
     def repeated(self, counts: np.ndarray) -> "TrainingRows":
         """Each row i `counts[i]` times, in order."""
@@ -196,7 +209,10 @@ def rows_from_record(record: game_pb2.GameRecord, pos_len: int | None = None) ->
         ownership=np.zeros((n, length, length), np.float32),
         weight=np.zeros(n, np.float32),
         final_weight=np.ones(n, np.float32),
+        short_term=np.zeros((n, 2), np.float32),
+        short_term_weight=np.zeros(n, np.float32),
     )
+    main_short_term = short_term_targets(record)
     black_owner = np.zeros((length, length), np.float32)
     black_owner[:y_size, :x_size] = np.asarray(record.ownership, np.float32).reshape(y_size, x_size)
     # Main-line rows first, then side-branch rows, each in record order.
@@ -234,7 +250,48 @@ def rows_from_record(record: game_pb2.GameRecord, pos_len: int | None = None) ->
             rows.value[row, WIN] = rows.value[row, LOSS] = 0.5
         rows.score[row] = mover_score
         rows.ownership[row] = sign * black_owner
+        rows.short_term[row] = main_short_term[pos.index]
+        rows.short_term_weight[row] = 1.0
     return rows
+
+
+# Short-term targets' mean horizon is 1 / (1 - lambda) turns: 6 on 19x19 (lambda = 5/6, the
+# notes' value), shorter in proportion to the board's area, 1 + 5 area / 361 turns (9x9: 2.1 turns,
+# lambda = 0.53; 7x7: 1.7, lambda = 0.40), so that it never falls below the current turn alone.
+SHORT_TERM_HORIZON_19 = 6.0
+
+
+def short_term_lambda(area: int) -> float:
+    """lambda of the short-term targets for a board of `area` points: 1 - 1 / horizon, horizon =
+    1 + (SHORT_TERM_HORIZON_19 - 1) area / 361."""
+    return 1.0 - 1.0 / (1.0 + (SHORT_TERM_HORIZON_19 - 1.0) * area / 361.0)
+
+
+def short_term_targets(record: game_pb2.GameRecord) -> np.ndarray:
+    """float32 [len(moves), 2]: for each main-line move t, from its mover's view,
+    (1 - lambda) sum_{t' >= t} lambda^(t' - t) x(t'), x = the root search's (win - loss, score mean)
+    at t' turned to t's mover's view (negated where the other colour moved), lambda =
+    short_term_lambda(area).
+
+    The weight lambda^(T - t) of the turns past the last move T - 1 goes to the final outcome
+    (sign of the final score, and the final score), not renormalised away: the game's result is
+    what every later search would have found, and renormalising would put ever more weight on the
+    last few searches near the end. A move without a search (a raw-policy opening move: its
+    values are all 0) passes its weight on to the turns after it. Computed backwards in Black's
+    view: y(t) = (1 - lambda) x(t) + lambda y(t + 1), y(T) = the outcome.
+    """
+    lam = short_term_lambda(record.x_size * record.y_size)
+    outcome = np.array([np.sign(record.final_score), record.final_score], np.float64)  # Black's view
+    out = np.zeros((len(record.moves), 2), np.float32)
+    ahead = outcome
+    for t in range(len(record.moves) - 1, -1, -1):
+        move = record.moves[t]
+        sign = 1.0 if move.color == game_pb2.BLACK else -1.0
+        if move.value_win + move.value_loss + move.value_no_result > 0:  # the move had a search
+            searched = sign * np.array([move.value_win - move.value_loss, move.score_mean], np.float64)
+            ahead = (1.0 - lam) * searched + lam * ahead
+        out[t] = sign * ahead
+    return out
 
 
 def _buffer_index(move: int, x_size: int, y_size: int, length: int) -> int:

@@ -46,7 +46,12 @@ from tengen.data.rows import TrainingRows
 from tengen.go import planes, symmetry
 from tengen.infra.files import fsync_dir
 
-FORMAT = "tengen-window-2"  # 2: rows carry final_weight (side-branch rows have no score/ownership)
+FORMAT = "tengen-window-3"  # 3: rows carry short-term value and score targets
+# Windows of the previous format stay readable and appendable in their own format: their rows (and
+# rows appended to them) have no short-term targets (short_term_weight 0 in batches). A run that
+# wants those targets starts a new window.
+FORMAT_WITHOUT_SHORT_TERM = "tengen-window-2"  # 2: rows carry final_weight
+FORMATS = (FORMAT, FORMAT_WITHOUT_SHORT_TERM)
 MANIFEST = "manifest.json"
 IDS = "game_ids.jsonl"
 LOCK = "lock"
@@ -69,9 +74,11 @@ def window_size(n_total: int, c: int, alpha: float = ALPHA, beta: float = BETA) 
     return min(n_total, int(n_window))
 
 
-def row_dtype(pos_len: int) -> np.dtype:
-    """The on-disk record of one row for a pos_len x pos_len buffer."""
+def row_dtype(pos_len: int, short_term: bool = True) -> np.dtype:
+    """The on-disk record of one row for a pos_len x pos_len buffer (`short_term`: with the
+    short-term targets, FORMAT; without, FORMAT_WITHOUT_SHORT_TERM)."""
     area = pos_len * pos_len
+    extra = [("short_term", np.float32, (2,)), ("short_term_weight", np.float32)] if short_term else []
     return np.dtype([
         ("spatial", np.uint8, ((planes.NUM_SPATIAL * area + 7) // 8,)),  # np.packbits of [C, L, L]
         ("global_inputs", np.float32, (planes.NUM_GLOBAL,)),
@@ -84,6 +91,7 @@ def row_dtype(pos_len: int) -> np.dtype:
         ("final_weight", np.float32),
         ("x_size", np.uint8),
         ("y_size", np.uint8),
+        *extra,
     ])
 
 
@@ -101,6 +109,8 @@ class Batch:
     ownership: np.ndarray  # float32 [B, L, L]
     weight: np.ndarray  # float32 [B]
     final_weight: np.ndarray  # float32 [B]: weight of score and ownership (Targets' score/ownership_weight)
+    short_term: np.ndarray  # float32 [B, 2]: short-term value and score targets
+    short_term_weight: np.ndarray  # float32 [B]: their weight (0: none)
     x_size: np.ndarray  # int64 [B]
     y_size: np.ndarray  # int64 [B]
     rows: np.ndarray  # int64 [B]: global row numbers drawn (for tests and diagnostics)
@@ -179,6 +189,7 @@ class Window:
         self.shard_rows = shard_rows if shard_rows is not None else max(64, min(65536, c // 16))
         if self.shard_rows < 1:
             raise ValueError(f"shard_rows must be >= 1, got {self.shard_rows}")
+        self.format = FORMAT
         self.dtype = row_dtype(pos_len)
         self._lock = threading.RLock()
         self._maps: dict[int, tuple[int, np.memmap]] = {}  # first_row -> (rows mapped, map)
@@ -273,9 +284,11 @@ class Window:
                 manifest = json.loads(manifest_path.read_text())
             except (OSError, ValueError) as err:
                 raise WindowError(f"{manifest_path}: unreadable manifest: {err}") from err
-            if manifest.get("format") != FORMAT:
-                raise WindowError(f"{manifest_path}: format {manifest.get('format')!r}, expected {FORMAT!r} "
-                                  "(a window of another tengen version: move it away to start a new one)")
+            if manifest.get("format") not in FORMATS:
+                raise WindowError(f"{manifest_path}: format {manifest.get('format')!r}, expected one of "
+                                  f"{FORMATS} (a window of another tengen version: move it away to start a new one)")
+            self.format = manifest["format"]
+            self.dtype = row_dtype(self.pos_len, short_term=self.format == FORMAT)
             if manifest["pos_len"] != self.pos_len:
                 raise WindowError(
                     f"{self.directory} holds rows for pos_len {manifest['pos_len']}, not {self.pos_len}"
@@ -368,7 +381,7 @@ class Window:
 
     def _write_manifest(self, n_total: int, ids_bytes: int, shards: list[_Shard]) -> None:
         manifest = {
-            "format": FORMAT,
+            "format": self.format,
             "pos_len": self.pos_len,
             "n_total": n_total,
             "ids_bytes": ids_bytes,
@@ -409,6 +422,15 @@ class Window:
         records["final_weight"] = final_weight
         records["x_size"] = rows.x_size
         records["y_size"] = rows.y_size
+        if self.format == FORMAT:  # (an older window drops them)
+            short_weight = np.asarray(rows.short_term_weights(), np.float32)
+            if short_weight.shape != (n,) or not (np.isfinite(short_weight).all() and (short_weight >= 0).all()):
+                raise ValueError(f"short-term weights must be {n} finite values >= 0")
+            if rows.short_term is not None:
+                if not np.isfinite(rows.short_term).all():
+                    raise ValueError("short-term targets must be finite")
+                records["short_term"] = rows.short_term
+            records["short_term_weight"] = short_weight
         return records
 
     # -- sampling ------------------------------------------------------------------------------
@@ -484,6 +506,9 @@ class Window:
             ownership=ownership,
             weight=records["weight"].copy(),
             final_weight=records["final_weight"].copy(),
+            short_term=(records["short_term"].copy() if self.format == FORMAT else np.zeros((n, 2), np.float32)),
+            short_term_weight=(records["short_term_weight"].copy() if self.format == FORMAT
+                               else np.zeros(n, np.float32)),
             x_size=x_size,
             y_size=y_size,
             rows=row_numbers,

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tengen.infra.kafka import ReliableProducer, announce_model
+from tengen.infra.shm import output_shapes
 from tengen.infra.triton import ModelRepository, TritonError, TritonEvaluator, promote
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ def validate_export(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     except Exception as exc:  # anything the scripted forward raises
         raise ExportError(f"{path}: the exported module fails on a 9x9 position: {exc}") from None
     n, size = spatial.shape[0], spatial.shape[-1]
-    want = {"policy": (n, size * size + 1), "value": (n, 3), "score": (n, 2), "ownership": (n, size, size)}
+    want = output_shapes(n, size, size)
     shapes = {name: tuple(out.shape) for name, out in outputs.items()}
     if shapes != want:
         raise ExportError(f"{path}: outputs have shapes {shapes}, expected {want}")

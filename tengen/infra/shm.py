@@ -16,7 +16,6 @@ from multiprocessing import shared_memory
 import numpy as np
 
 from tengen.go.planes import MAX_BOARD, NUM_GLOBAL, NUM_SPATIAL
-from tengen.nn.export import OUTPUT_NAMES
 
 FLOAT_BYTES = 4
 _IDS = itertools.count()
@@ -24,7 +23,8 @@ _IDS = itertools.count()
 
 def output_shapes(n: int, height: int, width: int) -> dict[str, tuple[int, ...]]:
     """The shapes of the exported model's outputs for n positions of height x width."""
-    return {"policy": (n, height * width + 1), "value": (n, 3), "score": (n, 2), "ownership": (n, height, width)}
+    return {"policy": (n, height * width + 1), "value": (n, 3), "score": (n, 2), "ownership": (n, height, width),
+            "uncertainty": (n, 2)}
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,8 @@ class ShmRegion:
 
     def __init__(self, max_batch: int) -> None:
         self.name = f"tengen-{os.getpid()}-{next(_IDS)}"
-        per_position = NUM_SPATIAL * MAX_BOARD * MAX_BOARD + NUM_GLOBAL + 2 * MAX_BOARD * MAX_BOARD + 1 + 3 + 2
+        outputs = sum(int(np.prod(shape)) for shape in output_shapes(1, MAX_BOARD, MAX_BOARD).values())
+        per_position = NUM_SPATIAL * MAX_BOARD * MAX_BOARD + NUM_GLOBAL + outputs
         self.byte_size = max_batch * per_position * FLOAT_BYTES
         self.key = f"/{self.name}"  # the POSIX name the server opens
         self._shm: shared_memory.SharedMemory | None = shared_memory.SharedMemory(
@@ -71,9 +72,8 @@ class ShmRegion:
         return inputs, outputs
 
     def read_outputs(self, outputs: list[Placement]) -> dict[str, np.ndarray]:
-        """Copies of the outputs (the region is reused by the next request)."""
-        arrays = {p.name: np.array(self._view(p)) for p in outputs}
-        return {name: arrays[name] for name in OUTPUT_NAMES}
+        """Copies of the placed outputs (the region is reused by the next request)."""
+        return {p.name: np.array(self._view(p)) for p in outputs}
 
     def _view(self, placement: Placement) -> np.ndarray:
         assert self._shm is not None

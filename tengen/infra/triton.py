@@ -46,7 +46,7 @@ from tengen.infra.files import fsync_dir
 from tengen.infra.process import kill_process, stop_process
 from tengen.infra.shm import ShmRegion
 from tengen.nn.evaluator import PRECISIONS, RUNTIMES, check_batch
-from tengen.nn.export import OUTPUT_NAMES, export_onnx
+from tengen.nn.export import OUTPUT_NAMES, complete_outputs, export_onnx
 
 log = logging.getLogger(__name__)
 
@@ -618,7 +618,7 @@ class TritonEvaluator:
         self._clients_lock = threading.Lock()
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_in_flight,
                                                            thread_name_prefix="triton-eval")
-        self.max_batch_size = self._call_with_retry(self._fetch_max_batch)
+        self.max_batch_size, self.outputs = self._call_with_retry(self._fetch_config)
         if shared_memory is None:
             shared_memory = url.rpartition(":")[0] in LOOPBACK_HOSTS
         self.shared_memory = shared_memory
@@ -644,9 +644,13 @@ class TritonEvaluator:
                 self._clients.append(client)
         return client
 
-    def _fetch_max_batch(self) -> int:
-        config = self._client().get_model_config(self.model, as_json=True)
-        return int(config.get("config", {}).get("max_batch_size", 0)) or 1
+    def _fetch_config(self) -> tuple[int, tuple[str, ...]]:
+        """(max batch size, the outputs to request): a model repository configured before an output
+        existed (uncertainty) keeps serving without it, and complete_outputs fills it in."""
+        config = self._client().get_model_config(self.model, as_json=True).get("config", {})
+        declared = {o.get("name") for o in config.get("output", [])}
+        outputs = tuple(n for n in OUTPUT_NAMES if n in declared) if declared else OUTPUT_NAMES
+        return int(config.get("max_batch_size", 0)) or 1, outputs
 
     def _unknown(self, exc: Exception) -> UnknownModelError:
         try:
@@ -708,14 +712,14 @@ class TritonEvaluator:
                   grpcclient.InferInput("globals", list(global_inputs.shape), "FP32")]
         inputs[0].set_data_from_numpy(spatial)
         inputs[1].set_data_from_numpy(global_inputs)
-        result, version = self._request(self._client(), inputs, [grpcclient.InferRequestedOutput(n) for n in OUTPUT_NAMES])
-        arrays = {name: result.as_numpy(name) for name in OUTPUT_NAMES}
+        result, version = self._request(self._client(), inputs, [grpcclient.InferRequestedOutput(n) for n in self.outputs])
+        arrays = {name: result.as_numpy(name) for name in self.outputs}
         for name, arr in arrays.items():
             if arr is None or arr.shape[0] != spatial.shape[0]:
                 raise TritonError(f"{self.model}: output {name} missing or wrong batch size")
         # as_numpy gives read-only views of the response; the search's Cython backup takes
         # writable memoryviews, like TorchEvaluator's arrays.
-        return InferenceResult({name: np.array(arr) for name, arr in arrays.items()}, version)
+        return InferenceResult(complete_outputs({name: np.array(arr) for name, arr in arrays.items()}), version)
 
     def _infer_shared(self, spatial: np.ndarray, global_inputs: np.ndarray) -> InferenceResult:
         import tritonclient.grpc as grpcclient
@@ -727,6 +731,7 @@ class TritonEvaluator:
             inputs.append(grpcclient.InferInput(p.name, list(p.shape), "FP32"))
             inputs[-1].set_shared_memory(region.name, p.nbytes, p.offset)
         outputs = []
+        placed_outputs = [p for p in placed_outputs if p.name in self.outputs]
         for p in placed_outputs:
             outputs.append(grpcclient.InferRequestedOutput(p.name))
             outputs[-1].set_shared_memory(region.name, p.nbytes, p.offset)
@@ -737,7 +742,7 @@ class TritonEvaluator:
         except Exception:
             region.registered = False  # a restarted server has forgotten it: register it again
             raise
-        return InferenceResult(region.read_outputs(placed_outputs), version)
+        return InferenceResult(complete_outputs(region.read_outputs(placed_outputs)), version)
 
     def _region(self) -> ShmRegion:
         region = getattr(self._local, "region", None)

@@ -2,7 +2,8 @@
 
 An evaluator maps a batch of encoded positions to the exported model's four outputs, batch-first:
   policy [B, H*W+1] logits (pass last), value [B, 3] logits (win/loss/no result),
-  score [B, 2] (mean, stdev in points), ownership [B, H, W] in [-1, 1];
+  score [B, 2] (mean, stdev in points), ownership [B, H, W] in [-1, 1], uncertainty [B, 2] (the
+  short-term value and score error predictions, -1 for a net without them);
 all from the perspective of the player to move. TritonEvaluator (tengen.infra) serves the same
 contract over gRPC.
 """
@@ -19,7 +20,7 @@ import torch
 from torch import nn
 
 from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
-from tengen.nn.export import OUTPUT_NAMES, load_export
+from tengen.nn.export import OUTPUT_NAMES, complete_outputs, load_export
 from tengen.nn.model import InferenceNet, KataGoNet
 
 
@@ -107,7 +108,7 @@ class TorchEvaluator:
         spatial, global_inputs = check_batch(spatial, globals)
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
             outputs = self.module(torch.from_numpy(spatial), torch.from_numpy(global_inputs))
-        return {name: out.float().numpy() for name, out in zip(OUTPUT_NAMES, outputs)}
+        return complete_outputs({name: out.float().numpy() for name, out in zip(OUTPUT_NAMES, outputs)})
 
 
 
@@ -167,7 +168,8 @@ class OpenVINOEvaluator:
         if request is None:
             request = self._local.request = self._compiled.create_infer_request()
         outputs = request.infer({0: spatial, 1: global_inputs})
-        return {name: np.array(outputs[i], dtype=np.float32) for i, name in enumerate(OUTPUT_NAMES)}
+        return complete_outputs({name: np.array(outputs[i], dtype=np.float32)
+                                 for i, name in zip(range(len(outputs)), OUTPUT_NAMES)})
 
 
 def make_evaluator(source: str | os.PathLike[str] | KataGoNet, num_threads: int | None = None, *,

@@ -5,9 +5,13 @@ The exported module's signature is fixed (the inference server is written agains
     -> (policy float32 [B, H*W+1]   main policy logits, pass last, off-board = OFF_BOARD_LOGIT,
         value float32 [B, 3]        win / loss / no-result logits for the player to move,
         score float32 [B, 2]        score mean and stdev in points, mover's perspective,
-        ownership float32 [B, H, W] tanh ownership, mover's perspective)
+        ownership float32 [B, H, W] tanh ownership, mover's perspective,
+        uncertainty float32 [B, 2]  the short-term value and score error heads' predicted squared
+                                    errors (tengen.nn.model), -1 each from a net without them)
 The module is scripted, not traced, so one file serves every board size from 7x7 to 19x19.
 The sidecar `<file>.json` names the architecture, inputs, outputs and training samples seen.
+Exports made before the uncertainty output return the first four only; `complete_outputs` gives
+them the constant "unknown" uncertainty, so every evaluator serves all of OUTPUT_NAMES.
 
 `export_onnx` converts an export to ONNX (same inputs, outputs and dynamic batch and board axes) for
 Triton's ONNX Runtime backend on GPUs, where TensorRT builds fp16 engines from it.
@@ -27,6 +31,8 @@ from typing import Any, Iterator
 import torch
 
 from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
+import numpy as np
+
 from tengen.nn.model import OFF_BOARD_LOGIT, InferenceNet, KataGoNet, parameter_count
 
 EXPORT_FORMAT = "tengen-torchscript-1"
@@ -39,9 +45,21 @@ OUTPUTS = (
     {"name": "value", "dtype": "float32", "shape": ["B", 3]},
     {"name": "score", "dtype": "float32", "shape": ["B", 2]},
     {"name": "ownership", "dtype": "float32", "shape": ["B", "H", "W"]},
+    {"name": "uncertainty", "dtype": "float32", "shape": ["B", 2]},
 )
 OUTPUT_NAMES = tuple(o["name"] for o in OUTPUTS)
+# The uncertainty of a net without short-term heads (or an export from before them): unknown.
+UNKNOWN_UNCERTAINTY = -1.0
 ONNX_OPSET = 18  # read by every ONNX Runtime since 1.14, so by any recent Triton's backend
+
+
+def complete_outputs(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """An evaluation's arrays with the uncertainty output added (UNKNOWN_UNCERTAINTY) where the
+    export predates it."""
+    if "uncertainty" not in arrays:
+        batch = arrays["value"].shape[0]
+        arrays = {**arrays, "uncertainty": np.full((batch, 2), UNKNOWN_UNCERTAINTY, np.float32)}
+    return arrays
 
 
 @contextlib.contextmanager
@@ -142,19 +160,21 @@ def load_export(
 def export_onnx(export_path: str | os.PathLike[str], onnx_path: str | os.PathLike[str]) -> None:
     """Convert the TorchScript export at `export_path` to ONNX at `onnx_path` (written to a temporary
     name, fsynced, then renamed). Batch, board height and width stay dynamic."""
-    module, _ = load_export(export_path)
+    module, metadata = load_export(export_path)
+    names = [o["name"] for o in metadata["outputs"]]  # an older export has fewer
     target = Path(onnx_path)
     tmp = target.with_name(f".{target.name}.tmp")
     example = (torch.zeros(1, NUM_SPATIAL, MIN_BOARD, MIN_BOARD), torch.zeros(1, NUM_GLOBAL))
     axes = {"spatial": {0: "B", 2: "H", 3: "W"}, "globals": {0: "B"}, "policy": {0: "B", 1: "moves"},
-            "value": {0: "B"}, "score": {0: "B"}, "ownership": {0: "B", 1: "H", 2: "W"}}
+            "value": {0: "B"}, "score": {0: "B"}, "ownership": {0: "B", 1: "H", 2: "W"}, "uncertainty": {0: "B"}}
     try:
         with warnings.catch_warnings():
             # The TorchScript-based exporter is the one that takes a scripted module as it is.
             warnings.filterwarnings("ignore", category=DeprecationWarning)
             warnings.filterwarnings("ignore", category=UserWarning)
             torch.onnx.export(module, example, str(tmp), input_names=[i["name"] for i in INPUTS],
-                              output_names=list(OUTPUT_NAMES), dynamic_axes=axes, opset_version=ONNX_OPSET,
+                              output_names=names, dynamic_axes={k: axes[k] for k in ("spatial", "globals", *names)},
+                              opset_version=ONNX_OPSET,
                               dynamo=False)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())

@@ -3,6 +3,12 @@
 Plus KataGo's later auxiliary soft policy target (v1.12; "other methods" notes): a second policy
 head predicts the policy target raised to 1/T and renormalised, T = 4, weighted 8x.
 
+Plus KataGo's short-term heads ("other methods" notes; only for a net that has them and targets
+that carry them): the short-term value (win - loss in [-1, 1]) by squared error, the short-term
+score by Huber loss, and the two error heads by Huber loss against the squared difference between
+the stop-gradient short-term prediction and its target, so the error heads learn the error and the
+prediction heads are never pulled toward it.
+
 Each per-sample term is multiplied by the sample weight and averaged over the batch
 (sum_i w_i * L_i / B), so a down-weighted sample (e.g. after resignation-free visit reduction)
 counts for less; the L2 penalty is added once per batch.
@@ -10,6 +16,7 @@ counts for less; the L2 penalty is added once per batch.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +43,15 @@ class LossWeights:
     huber_delta: float = 10.0
     score_gamma: float = 0.0005  # w_scale, on gamma^2
     l2: float = 3e-5  # c, on ||theta||^2
+    # Short-term heads (no paper values; untuned, chosen so that each term starts about as large as
+    # the value term): the value by squared error, the score by Huber(huber_delta) in points, the
+    # errors by Huber with these deltas (squared win - loss, squared points).
+    short_term_value: float = 1.0
+    short_term_score: float = 0.004
+    short_term_value_error: float = 1.0
+    short_term_score_error: float = 1e-4
+    value_error_delta: float = 0.4
+    score_error_delta: float = 100.0
 
 
 PAPER_WEIGHTS = LossWeights()
@@ -53,6 +69,10 @@ LOSS_TERMS = (
     "score_mean_self",
     "score_stdev_self",
     "score_gamma",
+    "short_term_value",
+    "short_term_score",
+    "short_term_value_error",
+    "short_term_score_error",
     "l2",
 )
 
@@ -75,6 +95,9 @@ class Targets:
     ownership_weight: Tensor | None = None
     score_weight: Tensor | None = None
     root_variance: Tensor | None = None  # [B, 4] recorded root-value variances; None = no term
+    # [B, 2] short-term value (win - loss) and score targets, [B] their weight; None = no terms
+    short_term: Tensor | None = None
+    short_term_weight: Tensor | None = None
 
     def to(self, device: torch.device | str) -> "Targets":
         return Targets(**{f.name: _to(getattr(self, f.name), device) for f in fields(self)})
@@ -92,6 +115,8 @@ class Targets:
             "ownership_weight": (b,),
             "score_weight": (b,),
             "root_variance": (b, NUM_ROOT_VARIANCES),
+            "short_term": (b, 2),
+            "short_term_weight": (b,),
         }
         for name, shape in expected.items():
             value = getattr(self, name)
@@ -200,6 +225,7 @@ def compute_loss(
         F.huber_loss(outputs.score_stdev, belief_stdev, reduction="none", delta=huber), w
     )
     terms["score_gamma"] = weights.score_gamma * batch_mean(outputs.score_gamma**2, w)
+    terms.update(short_term_terms(outputs.short_term, targets, weights, batch_mean))
 
     terms["l2"] = (
         weights.l2 * l2_penalty(model) if model is not None else outputs.value_logits.new_zeros(())
@@ -208,6 +234,30 @@ def compute_loss(
     # what it is without that term, which a vectorised sum does not guarantee.
     terms["total"] = sum((terms[name] for name in LOSS_TERMS[1:]), terms[LOSS_TERMS[0]])
     return terms
+
+
+def short_term_terms(predicted: Tensor, targets: Targets, weights: LossWeights,
+                     batch_mean: Callable[[Tensor, Tensor], Tensor]) -> dict[str, Tensor]:
+    """The four short-term terms; all 0 when the targets carry no short-term targets."""
+    names = ("short_term_value", "short_term_score", "short_term_value_error", "short_term_score_error")
+    if targets.short_term is None:
+        return {name: predicted.new_zeros(()) for name in names}
+    st_w = targets.weight.float() * (torch.ones_like(targets.weight.float()) if targets.short_term_weight is None
+                                     else targets.short_term_weight.float())
+    target = targets.short_term.float()
+    value, score, value_error, score_error = predicted.unbind(dim=1)
+    # stop-gradient: the error heads learn the prediction's error, the predictions never move toward it
+    value_sq = (value.detach() - target[:, 0]) ** 2
+    score_sq = (score.detach() - target[:, 1]) ** 2
+    return {
+        "short_term_value": weights.short_term_value * batch_mean((value - target[:, 0]) ** 2, st_w),
+        "short_term_score": weights.short_term_score * batch_mean(
+            F.huber_loss(score, target[:, 1], reduction="none", delta=weights.huber_delta), st_w),
+        "short_term_value_error": weights.short_term_value_error * batch_mean(
+            F.huber_loss(value_error, value_sq, reduction="none", delta=weights.value_error_delta), st_w),
+        "short_term_score_error": weights.short_term_score_error * batch_mean(
+            F.huber_loss(score_error, score_sq, reduction="none", delta=weights.score_error_delta), st_w),
+    }
 
 
 def compute_training_loss(

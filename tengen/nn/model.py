@@ -22,12 +22,20 @@ depth (tests/test_nn_model.py). The one batch norm sits at the end of the trunk,
 of every head is trained behind it with 80% of the loss weight; the heads without it (20%) are the
 served ones, so training and inference compute the same function.
 
+Short-term heads (KataGo's "other methods" notes: short-term targets, uncertainty-weighted
+playouts), built only when asked for (`build_model(..., short_term=True)`): from the value head's
+pooled V, a small MLP gives the short-term value (tanh, the expected win - loss over the next few
+turns' searches), the short-term score (points) and two error heads, the predicted squared errors of
+those two against their targets (softplus, so never negative; the score one scaled by SCORE_SCALE).
+A net without them outputs NO_SHORT_TERM instead (0, 0 and an error of -1, which search reads as
+"unknown"), so every export has the same outputs and an old net still loads.
+
 The whole net is TorchScript-compatible (tengen.nn.export scripts it).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -48,6 +56,10 @@ SCORE_SCALE = 20.0
 # float16 so a served half-precision model cannot produce inf * 0 = NaN downstream.
 OFF_BOARD_LOGIT = -1.0e4
 NUM_ROOT_VARIANCES = 4  # variance of the MCTS root value between 1 and {4, 16, 64, 256} visits
+# Short-term outputs: value, score, value error, score error (see the module docstring).
+NUM_SHORT_TERM = 4
+# What a net without short-term heads outputs: no prediction (0) and an unknown error (-1).
+NO_SHORT_TERM = (0.0, 0.0, -1.0, -1.0)
 
 
 @dataclass(frozen=True)
@@ -110,13 +122,14 @@ INNER_BLOCKS = 2  # ordinary residual blocks inside each nested bottleneck block
 MAIN_HEADS_WEIGHT = 0.2  # the served heads' share of the loss in a one-batch-norm net (KataGo: 20%)
 
 
-def build_model(name: str) -> "KataGoNet":
-    """A freshly initialised net of the named size (see ARCHITECTURES)."""
+def build_model(name: str, short_term: bool = False) -> "KataGoNet":
+    """A freshly initialised net of the named size (see ARCHITECTURES), with the short-term heads
+    when `short_term`."""
     try:
         arch = ARCHITECTURES[name]
     except KeyError:
         raise ValueError(f"unknown architecture {name!r}; known: {', '.join(ARCHITECTURES)}") from None
-    return KataGoNet(arch)
+    return KataGoNet(arch, short_term)
 
 
 class ModelOutputs(NamedTuple):
@@ -134,6 +147,9 @@ class ModelOutputs(NamedTuple):
     score_belief_logits: Tensor  # [B, NUM_SCORE_BINS], already multiplied by softplus(gamma)
     score_gamma: Tensor  # [B] the belief's internal scaling activation (penalised in the loss)
     mask: Tensor  # [B, H, W] 1.0 on the board
+    # [B, NUM_SHORT_TERM]: short-term value, score (points), their predicted squared errors;
+    # NO_SHORT_TERM for a net without the heads
+    short_term: Tensor
 
 
 class BoardGeometry(NamedTuple):
@@ -465,6 +481,38 @@ class ScoreBeliefHead(nn.Module):
         return logits * F.softplus(gamma), gamma.squeeze(1)
 
 
+class ShortTermHead(nn.Module):
+    """Short-term value, score and their error predictions [B, NUM_SHORT_TERM] from V_pooled."""
+
+    def __init__(self, arch: Architecture) -> None:
+        super().__init__()
+        self.hidden = nn.Linear(3 * arch.head_channels, arch.value_channels)
+        self.out = nn.Linear(arch.value_channels, NUM_SHORT_TERM)
+        self.score_scale = SCORE_SCALE
+
+    def forward(self, pooled: Tensor) -> Tensor:
+        hidden = F.relu(float32_linear(pooled, self.hidden.weight, self.hidden.bias))
+        raw = float32_linear(hidden, self.out.weight, self.out.bias)
+        return torch.stack([torch.tanh(raw[:, 0]), raw[:, 1] * self.score_scale, F.softplus(raw[:, 2]),
+                            F.softplus(raw[:, 3]) * self.score_scale], dim=1)
+
+
+class NoShortTermHead(nn.Module):
+    """In place of ShortTermHead in a net without it: NO_SHORT_TERM for every sample, no parameters
+    (so the net's state dict is what it was before the heads existed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("constant", torch.tensor(NO_SHORT_TERM), persistent=False)
+
+    def forward(self, pooled: Tensor) -> Tensor:
+        return self.constant.unsqueeze(0).expand(pooled.shape[0], -1).float()
+
+
+def make_short_term_head(arch: Architecture, enabled: bool) -> nn.Module:
+    return ShortTermHead(arch) if enabled else NoShortTermHead()
+
+
 def score_mean_stdev(outcome: Tensor, scale: float = SCORE_SCALE) -> tuple[Tensor, Tensor]:
     """Score mean = 20 * raw, stdev = 20 * softplus(raw), from the 9 game-outcome outputs."""
     return outcome[:, 3] * scale, F.softplus(outcome[:, 4]) * scale
@@ -484,24 +532,29 @@ def check_inputs(
 class KataGoNet(nn.Module):
     __jit_unused_properties__ = ["architecture"]
 
-    def __init__(self, arch: Architecture) -> None:
+    def __init__(self, arch: Architecture, short_term: bool = False) -> None:
         super().__init__()
         self.arch_name = arch.name
+        self.short_term = short_term
         self.trunk = Trunk(arch)
         self.policy_head = PolicyHead(arch)
         self.value_head = ValueHead(arch)
         self.score_belief_head = ScoreBeliefHead(arch)
         # Registered last, so its parameters come last: a checkpoint saved before it existed keeps
-        # its optimizer's parameter ids (see predates_soft_policy).
+        # its optimizer's parameter ids (services.trainer.training adds it fresh).
         self.soft_policy_head = SoftPolicyHead(arch)
         self.komi_index = KOMI
         self.one_batch_norm = arch.nested
         if arch.nested:  # the one batch norm and the heads trained behind it (never served)
             self.bn_norm = MaskedBatchNormReLU(arch.channels)
-            self.bn_heads = HeadSet(arch)
+            self.bn_heads = HeadSet(arch, short_term)
             for module in self.modules():  # variance-preserving convolutions, as K assumes
                 if isinstance(module, nn.Conv2d):
                     nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
+        # Registered last (after bn_heads, whose own short-term head is its last module), so that
+        # the short-term parameters are the net's last ones: a checkpoint saved without them keeps
+        # its optimizer's parameter ids (services.trainer.training adds them fresh).
+        self.short_term_head = make_short_term_head(arch, short_term)
 
     @property
     def architecture(self) -> Architecture:
@@ -519,7 +572,7 @@ class KataGoNet(nn.Module):
         komi = global_inputs[:, self.komi_index] * 15.0  # the input holds komi / 15
         belief, gamma = self.score_belief_head(pooled, geo.area.squeeze(1), komi)
         return assemble_outputs(self.policy_head.logits(p, g_pooled, geo), self.soft_policy_head(p, g_pooled, geo),
-                                outcome, ownership_logits, belief, gamma, geo.mask)
+                                outcome, ownership_logits, belief, gamma, geo.mask, self.short_term_head(pooled))
 
     @torch.jit.unused
     def training_outputs(self, spatial: Tensor, global_inputs: Tensor) -> list[tuple[float, ModelOutputs]]:
@@ -539,23 +592,24 @@ class KataGoNet(nn.Module):
 class HeadSet(nn.Module):
     """A second copy of every head (a one-batch-norm net's, trained behind the batch norm)."""
 
-    def __init__(self, arch: Architecture) -> None:
+    def __init__(self, arch: Architecture, short_term: bool = False) -> None:
         super().__init__()
         self.policy_head = PolicyHead(arch)
         self.value_head = ValueHead(arch)
         self.score_belief_head = ScoreBeliefHead(arch)
         self.soft_policy_head = SoftPolicyHead(arch)
+        self.short_term_head = make_short_term_head(arch, short_term)
 
     def forward(self, x: Tensor, komi: Tensor, geo: BoardGeometry) -> ModelOutputs:
         p, g_pooled = self.policy_head.features(x, geo)
         pooled, outcome, ownership_logits = self.value_head(x, geo)
         belief, gamma = self.score_belief_head(pooled, geo.area.squeeze(1), komi)
         return assemble_outputs(self.policy_head.logits(p, g_pooled, geo), self.soft_policy_head(p, g_pooled, geo),
-                                outcome, ownership_logits, belief, gamma, geo.mask)
+                                outcome, ownership_logits, belief, gamma, geo.mask, self.short_term_head(pooled))
 
 
 def assemble_outputs(policy: Tensor, soft_policy: Tensor, outcome: Tensor, ownership_logits: Tensor,
-                     belief: Tensor, gamma: Tensor, mask: Tensor) -> ModelOutputs:
+                     belief: Tensor, gamma: Tensor, mask: Tensor, short_term: Tensor) -> ModelOutputs:
     """ModelOutputs from the heads' raw outputs (policy [B, 2, M]: own and opponent's)."""
     score_mean, score_stdev = score_mean_stdev(outcome)
     return ModelOutputs(
@@ -571,6 +625,7 @@ def assemble_outputs(policy: Tensor, soft_policy: Tensor, outcome: Tensor, owner
         score_belief_logits=belief,
         score_gamma=gamma,
         mask=mask.squeeze(1),
+        short_term=short_term,
     )
 
 
@@ -578,7 +633,9 @@ class InferenceNet(nn.Module):
     """The served outputs only (no opponent or soft policy, score belief or root variance).
 
     forward(spatial [B,18,H,W], globals [B,10]) -> (policy [B,H*W+1], value [B,3],
-    score [B,2] = (mean, stdev), ownership [B,H,W]); the signature of the exported model.
+    score [B,2] = (mean, stdev), ownership [B,H,W], uncertainty [B,2] = the short-term value and
+    score error predictions, -1 each for a net without short-term heads); the signature of the
+    exported model.
     """
 
     def __init__(self, net: KataGoNet) -> None:
@@ -586,15 +643,16 @@ class InferenceNet(nn.Module):
         self.trunk = net.trunk
         self.policy_head = net.policy_head
         self.value_head = net.value_head
+        self.short_term_head = net.short_term_head
 
-    def forward(self, spatial: Tensor, globals: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:  # noqa: A002
+    def forward(self, spatial: Tensor, globals: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:  # noqa: A002
         check_inputs(spatial, globals)
         geo = board_geometry(spatial)
         x = self.trunk(spatial, globals, geo)
         policy = self.policy_head(x, geo)[:, 0]
-        _, outcome, ownership_logits = self.value_head(x, geo)
+        pooled, outcome, ownership_logits = self.value_head(x, geo)
         score = torch.stack(score_mean_stdev(outcome), dim=1)
-        return policy, outcome[:, 0:3], score, torch.tanh(ownership_logits)
+        return policy, outcome[:, 0:3], score, torch.tanh(ownership_logits), self.short_term_head(pooled)[:, 2:4]
 
 
 def parameter_count(model: nn.Module) -> int:
@@ -602,11 +660,7 @@ def parameter_count(model: nn.Module) -> int:
 
 
 SOFT_POLICY_PREFIX = "soft_policy_head."
-
-
-def predates_soft_policy(state: Mapping[str, Tensor]) -> bool:
-    """True for a KataGoNet state dict saved before the soft policy head existed (none of its keys)."""
-    return not any(name.startswith(SOFT_POLICY_PREFIX) for name in state)
+SHORT_TERM_PREFIXES = ("short_term_head.", "bn_heads.short_term_head.")
 
 
 __all__ = [

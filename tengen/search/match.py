@@ -205,14 +205,17 @@ class MatchRunner(BatchedRunner):
     """Plays match games between evaluators[0] and evaluators[1], `games_in_parallel` at a time,
     through the self-play runner's batched loop; `play(indices)` yields MatchGameResults."""
 
-    def __init__(self, evaluators: Sequence[Evaluator], settings: MatchSettings, search: SearchConfig, *,
-                 games_in_parallel: int = 16, leaves_per_game: int = 1, seed: int = 0) -> None:
+    def __init__(self, evaluators: Sequence[Evaluator], settings: MatchSettings,
+                 search: SearchConfig | Sequence[SearchConfig], *, games_in_parallel: int = 16,
+                 leaves_per_game: int = 1, seed: int = 0) -> None:
+        """`search`: the search settings of both sides, or one per evaluator (an A/B of a search
+        method plays each net with its own arm's search)."""
         if len(evaluators) != 2:
             raise ValueError(f"a match has two evaluators, got {len(evaluators)}")
         self.settings = settings
         side = max(settings.board_sizes)
-        caches = [NNCache(search.nn_cache_size, side * side, ownership=search.ending_bonus_points > 0)
-                  for _ in evaluators]
+        searches = list(search) if isinstance(search, (list, tuple)) else [search] * 2
+        caches = [NNCache(s.nn_cache_size, side * side, ownership=s.ending_bonus_points > 0) for s in searches]
         super().__init__(evaluators, caches, search, side, games_in_parallel=games_in_parallel,
                          leaves_per_game=leaves_per_game, seed=seed)
         self._indices: list[int] = []

@@ -33,6 +33,8 @@ cdef struct SearchParams:
     double subtree_bias_factor             # lambda of the subtree value bias correction; 0 = off
     double subtree_bias_exponent           # alpha: a node weighs (its child visits)^alpha in its bucket
     double score_utility_weight  # c_score
+    bint uncertainty_weighting             # each playout weighted by the net's uncertainty (mcts.pyx)
+    bint cpuct_variance_scaling            # cpuct scaled by each node's utility stdev (mcts.pyx)
 
 
 cdef struct Node:
@@ -42,14 +44,17 @@ cdef struct Node:
     int num_expanded           # edges [0, num_expanded) have child nodes; edge num_expanded holds
                                # the highest prior of the rest (see _next_candidate)
     int visits                 # completed playouts through this node
+    double weight              # their summed weights (= visits unless uncertainty weighting)
+    double self_w              # the weight of the node's own evaluation (its first playout)
     int in_flight              # playouts through it waiting for an evaluation (virtual loss)
     int bits                   # offset of its LADDERED_0 bits in the bit arena, -1 if unknown
     int move                   # location of the move that led here (-1 at the root)
-    double u_sum               # sums over visits, all from Black's point of view:
+    double u_sum               # sums over visits, each times its weight, all from Black's view:
     double w_sum               #   utility, P(Black wins), P(Black loses),
     double l_sum
     double s_sum               #   score mean (Black minus White),
     double s2_sum              #   E[score^2] = mean^2 + stdev^2
+    double u2_sum              #   utility^2 (for the variance-scaled cpuct)
     double term_u              # terminal nodes: their exact values (Black's view)
     double term_w
     double term_l

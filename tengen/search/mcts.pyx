@@ -35,6 +35,28 @@ Search (paper §5.1-5.4):
   the position after it, rarely reaches the reply that ends the game, and learns to pass away
   games (the pass collapse of small visit counts: one side passes early, the other passes back).
 
+Uncertainty-weighted playouts (`uncertainty_weighting`; KataGo's "other methods" notes, v1.9): each
+playout counts with a weight w instead of 1 in its path's sums (utility, win, loss, score, and the
+weights that stand in for visit counts in PUCT: sqrt(sum of the children's weights) and
+1 + the child's weight, so a pending playout counts 1), from the net's predicted short-term errors
+of the leaf (the evaluator's `uncertainty` output: squared errors of win - loss and of the score):
+    U = sqrt(value_error) + dU/dscore sqrt(score_error),
+    dU/dscore = c_score (2/pi) / (B (1 + ((mu - x0)/B)^2)) (the score utility's slope at the leaf's mean),
+    w = C / (U + C / W_max), C = 0.25, W_max = 8 (KataGo's uncertaintyCoeff and MaxWeight),
+so a playout of uncertainty C - C/W_max = 0.219 utility counts as one, a certain one as W_max (the
+baseline C/W_max caps it); terminal nodes count W_max once the net has given an uncertainty. A
+negative uncertainty (a net without the error heads) gives w = 1. Visit counts stay whole numbers: the search's budget, forced playouts and
+the policy target (tengen.search.search) read them, never the weights.
+
+Variance-scaled cPUCT (`cpuct_variance_scaling`; KataGo's v1.9): the cpuct of the choice at node n
+is multiplied by 1 + k (sd / sd0 - 1), sd the stdev of the utilities of n's playouts with a prior
+mixed in, sd = sqrt(((Ubar^2 + sd0^2) m + U2bar W) / (m + W - 1) - Ubar^2) with W the node's weight,
+Ubar and U2bar its weighted mean utility and squared utility (sd = sd0 while W <= 1), sd0 = 0.40,
+m = 2, k = 0.85 (KataGo's cpuctUtilityStdevPrior, PriorWeight and Scale). Only the nodes' own
+utilities enter U2bar (the subtree bias correction's later adjustments of u_sum do not).
+
+With both off every weight is 1 and the search is bit for bit what it was without them.
+
 The NN cache (`NNCache`, bounded LRU, shared by any number of trees) maps a key of the position
 hash, player to move, simple-ko point, the last five moves, rules, komi and board size to the
 evaluation (policy over the legal moves, value, score) and the position's ladder plane, which
@@ -115,6 +137,13 @@ cdef double VIRTUAL_LOSS = 1.0   # utility a pending playout counts as, against 
 cdef double FORCED_BONUS = 1e9   # PUCT of a root child owed forced playouts
 cdef double BIAS_MIN_WEIGHT = 1e-9  # a subtree bias bucket with less weight has no bias (rounding leftovers)
 cdef int BIAS_MIN_SLOTS = 1024      # first size of the bucket table (a power of two)
+cdef double UNCERTAINTY_COEFF = 0.25       # C: the weight of a playout is C / (U + C / W_max)
+cdef double UNCERTAINTY_MAX_WEIGHT = 8.0   # W_max
+cdef double CPUCT_STDEV_PRIOR = 0.40       # sd0
+cdef double CPUCT_STDEV_PRIOR_WEIGHT = 2.0  # m
+cdef double CPUCT_STDEV_SCALE = 0.85       # k
+cdef enum:
+    NUM_VALS = 7  # per NN cache entry: win, loss, no result, score mean, stdev, value and score error
 
 
 # ------------------------------------------------------------------------------ score utility
@@ -288,7 +317,7 @@ cdef class NNCache:
         self.table_mask = tsize - 1
         self.keys = <uint64_t*>malloc(cap * sizeof(uint64_t))
         self.policy = <float*>malloc(<size_t>cap * self.stride * sizeof(float))
-        self.vals = <float*>malloc(cap * 5 * sizeof(float))
+        self.vals = <float*>malloc(cap * NUM_VALS * sizeof(float))
         self.bits = <uint64_t*>malloc(cap * self.words * sizeof(uint64_t))
         self.all_alive = <unsigned char*>malloc(cap * sizeof(unsigned char))
         self.lru_prev = <int*>malloc(cap * sizeof(int))
@@ -609,6 +638,7 @@ cdef class Tree:
     cdef double root_bonus[MAX_AREA + 1]    # the ending bias of each root move, in the mover's points
     cdef bint any_root_bonus
     cdef readonly int num_pending
+    cdef bint errors_known                  # an evaluation came with a known uncertainty
     cdef int cap_pending
     cdef int buf_h                          # geometry of the batch buffers of pending leaves
     cdef int buf_w
@@ -628,7 +658,8 @@ cdef class Tree:
                   double dirichlet_alpha_total=10.83, double root_policy_temperature=1.03,
                   root_policy_temperature_early=None, bint shaped_noise=False, bint random_symmetry=False,
                   double ending_bonus_points=0.0, double subtree_bias_factor=0.0,
-                  double subtree_bias_exponent=0.8, double score_utility_weight=0.5, uint64_t seed=0):
+                  double subtree_bias_exponent=0.8, double score_utility_weight=0.5,
+                  bint uncertainty_weighting=False, bint cpuct_variance_scaling=False, uint64_t seed=0):
         cdef double t_early = (root_policy_temperature if root_policy_temperature_early is None
                                else root_policy_temperature_early)
         if not (cpuct > 0 and fpu_reduction >= 0 and root_fpu_reduction >= 0
@@ -652,6 +683,8 @@ cdef class Tree:
         self.p.subtree_bias_factor = subtree_bias_factor
         self.p.subtree_bias_exponent = subtree_bias_exponent
         self.p.score_utility_weight = score_utility_weight
+        self.p.uncertainty_weighting = uncertainty_weighting
+        self.p.cpuct_variance_scaling = cpuct_variance_scaling
         cdef uint64_t st = seed
         cdef int i
         for i in range(4):
@@ -842,7 +875,7 @@ cdef class Tree:
         self.forced_playouts = forced_playouts
         # x0: the root's predicted score; a reused root's average stands in for it
         if self.nodes[self.root].visits > 0:
-            self.x0_black = self.nodes[self.root].s_sum / self.nodes[self.root].visits
+            self.x0_black = self.nodes[self.root].s_sum / self.nodes[self.root].weight
             self.x0_known = True
         else:
             self.x0_known = False
@@ -1065,7 +1098,7 @@ cdef class Tree:
             priors[k] = self.e_prior[r.edge_start + k]
             visits[k] = self.nodes[c].visits
             if self.nodes[c].visits:
-                utility[k] = sign * self.nodes[c].u_sum / self.nodes[c].visits
+                utility[k] = sign * self.nodes[c].u_sum / self.nodes[c].weight
         return {"moves": moves, "visits": visits, "priors": priors, "utility": utility,
                 "num_legal": r.num_edges if r.edge_start >= 0 else 0}
 
@@ -1171,7 +1204,7 @@ cdef class Tree:
         cdef Node* r = &self.nodes[self.root]
         if r.visits == 0:
             raise RuntimeError("the root has no visits yet")
-        cdef double n = r.visits, sign = _value_sign(r.pla)
+        cdef double n = r.weight, sign = _value_sign(r.pla)
         w = r.w_sum / n
         l = r.l_sum / n
         mean = r.s_sum / n
@@ -1247,7 +1280,7 @@ cdef class Tree:
             ni = ci
             n = &self.nodes[ni]
         if n.state == NODE_TERMINAL:
-            self._add_value(ni, n.term_u, n.term_w, n.term_l, n.term_s, n.term_s * n.term_s)
+            self._add_value(ni, n.term_u, n.term_w, n.term_l, n.term_s, n.term_s * n.term_s, self._terminal_weight())
             return PLAYOUT_DONE
         if n.state == NODE_PENDING:
             return PLAYOUT_COLLISION
@@ -1261,30 +1294,60 @@ cdef class Tree:
         cdef bint forced = at_root and self.forced_playouts
         cdef double sign = _value_sign(n.pla)
         cdef double total = n.visits + n.in_flight - 1  # playouts that went on to a child
-        cdef double cp = self.p.cpuct * (sqrt(total) if total > 0 else 0.0)
+        cdef double total_w = n.weight - n.self_w + n.in_flight  # their weight (pending ones count 1)
+        cdef double cp = self.p.cpuct * (sqrt(total_w) if total_w > 0 else 0.0)
         cdef double fpu = self.p.root_fpu_reduction if (at_root and self.noise) else self.p.fpu_reduction
-        cdef double visited_prior = 0.0, best_v = -1e300, v, nv, prior
+        cdef double visited_prior = 0.0, best_v = -1e300, v, nv, nw, prior
         cdef Node* ch
+        if self.p.cpuct_variance_scaling:
+            cp *= self._cpuct_stdev_factor(n)
         for k in range(n.num_expanded):
             ch = &self.nodes[self.e_child[start + k]]
             prior = self.e_prior[start + k]
             visited_prior += prior
             nv = ch.visits + ch.in_flight
-            v = (sign * ch.u_sum - VIRTUAL_LOSS * ch.in_flight) / nv + cp * prior / (1.0 + nv)
+            nw = ch.weight + ch.in_flight
+            v = (sign * ch.u_sum - VIRTUAL_LOSS * ch.in_flight) / nw + cp * prior / (1.0 + nw)
             if at_root and self.any_root_bonus and ch.visits > 0:
                 v += sign * self._ending_utility(ch, self.root_bonus[self._move_index(self.e_loc[start + k])]) \
-                    * ch.visits / nv
+                    * ch.weight / nw
             if forced and ch.visits > 0 and nv * nv < 2.0 * prior * total:
                 v += FORCED_BONUS
             if v > best_v:
                 best_v = v
                 best = start + k
         if n.num_expanded < n.num_edges:
-            v = (sign * n.u_sum / n.visits - fpu * sqrt(visited_prior)
+            v = (sign * n.u_sum / n.weight - fpu * sqrt(visited_prior)
                  + cp * self.e_prior[start + n.num_expanded])
             if v > best_v:
                 best = start + n.num_expanded
         return best
+
+    cdef double _cpuct_stdev_factor(self, Node* n) noexcept nogil:
+        """cpuct's factor at n under variance scaling (module docstring)."""
+        cdef double sd = CPUCT_STDEV_PRIOR, mean, mean_sq, m = CPUCT_STDEV_PRIOR_WEIGHT
+        if n.weight > 1.0:
+            mean = n.u_sum / n.weight
+            mean_sq = max(n.u2_sum / n.weight, mean * mean)
+            sd = sqrt(max(0.0, ((mean * mean + CPUCT_STDEV_PRIOR * CPUCT_STDEV_PRIOR) * m + mean_sq * n.weight)
+                               / (m + n.weight - 1.0) - mean * mean))
+        return 1.0 + CPUCT_STDEV_SCALE * (sd / CPUCT_STDEV_PRIOR - 1.0)
+
+    cdef double _playout_weight(self, double value_error, double score_error, double mu_black) noexcept nogil:
+        """A playout's weight from its leaf's predicted squared errors (module docstring); 1 when
+        weighting is off or the uncertainty is unknown (negative)."""
+        cdef double z, slope, u
+        if not self.p.uncertainty_weighting or value_error < 0 or score_error < 0:
+            return 1.0
+        z = (mu_black - self.x0_black) / self.board_len
+        slope = self.p.score_utility_weight * (2.0 / M_PI) / (self.board_len * (1.0 + z * z))
+        u = sqrt(value_error) + slope * sqrt(score_error)
+        return UNCERTAINTY_COEFF / (u + UNCERTAINTY_COEFF / UNCERTAINTY_MAX_WEIGHT)
+
+    cdef inline double _terminal_weight(self) noexcept nogil:
+        """A terminal node's exact value counts as the most certain playout (as 1 while the net
+        has given no uncertainty, as every other playout then)."""
+        return UNCERTAINTY_MAX_WEIGHT if self.p.uncertainty_weighting and self.errors_known else 1.0
 
     cdef double _ending_utility(self, Node* ch, double points) noexcept nogil:
         """Utility (Black's view) a root child gains when its score moves by `points` of the root
@@ -1292,8 +1355,8 @@ cdef class Tree:
         cdef double mu, sd, shifted
         if points == 0:
             return 0.0
-        mu = ch.s_sum / ch.visits
-        sd = sqrt(max(0.0, ch.s2_sum / ch.visits - mu * mu))
+        mu = ch.s_sum / ch.weight
+        sd = sqrt(max(0.0, ch.s2_sum / ch.weight - mu * mu))
         shifted = mu + (points if self.nodes[self.root].pla == C_BLACK else -points)
         return self.p.score_utility_weight * (
             _expected_atan((shifted - self.x0_black) / self.board_len, sd / self.board_len)
@@ -1385,18 +1448,21 @@ cdef class Tree:
         self._next_candidate(ni)
         return ci
 
-    cdef void _add_value(self, int ni, double u, double w, double l, double s, double s2) noexcept nogil:
-        """Add one visit's values (Black's view) to ni and its ancestors."""
+    cdef void _add_value(self, int ni, double u, double w, double l, double s, double s2,
+                         double weight) noexcept nogil:
+        """Add one visit's values (Black's view), each times `weight`, to ni and its ancestors."""
         cdef int parent = self.nodes[ni].parent
         cdef Node* n
         while ni >= 0:
             n = &self.nodes[ni]
             n.visits += 1
-            n.u_sum += u
-            n.w_sum += w
-            n.l_sum += l
-            n.s_sum += s
-            n.s2_sum += s2
+            n.weight += weight
+            n.u_sum += weight * u
+            n.u2_sum += weight * u * u
+            n.w_sum += weight * w
+            n.l_sum += weight * l
+            n.s_sum += weight * s
+            n.s2_sum += weight * s2
             ni = n.parent
         if self.p.subtree_bias_factor != 0 and parent >= 0:
             self._update_subtree_bias(parent)
@@ -1418,7 +1484,8 @@ cdef class Tree:
         if self.p.subtree_bias_factor != 0:  # no bucket: its exact value is never corrected
             n.bias_bucket = 0
             n.nn_u = n.node_u = n.term_u
-        self._add_value(ni, n.term_u, n.term_w, n.term_l, x, x * x)
+        n.self_w = self._terminal_weight()
+        self._add_value(ni, n.term_u, n.term_w, n.term_l, x, x * x, n.self_w)
 
     # -------------------------------------------------------------- subtree value bias
 
@@ -1543,15 +1610,15 @@ cdef class Tree:
                 slot = self._bucket_slot(n.bias_bucket, True)
                 if slot >= 0:  # (out of memory: the node keeps its old share and NodeUtility)
                     child_visits = n.visits - 1  # >= 1: this playout went through a child
-                    err = (n.u_sum - n.node_u) / child_visits - n.nn_u
+                    err = (n.u_sum - n.self_w * n.node_u) / (n.weight - n.self_w) - n.nn_u
                     weight = pow(child_visits, self.p.subtree_bias_exponent)
                     self.b_err_w[slot] += err * weight - n.bias_err_w
                     self.b_weight[slot] += weight - n.bias_weight
                     n.bias_err_w = err * weight
                     n.bias_weight = weight
                     node_u = n.nn_u + self.p.subtree_bias_factor * self._bucket_bias(slot)
-                    carry += node_u - n.node_u
-                    n.u_sum += node_u - n.node_u
+                    carry += n.self_w * (node_u - n.node_u)
+                    n.u_sum += n.self_w * (node_u - n.node_u)
                     n.node_u = node_u
             ni = n.parent
 
@@ -1560,7 +1627,7 @@ cdef class Tree:
         the kept nodes' shares only. -1 when memory runs out."""
         cdef Node* n = &self.nodes[self.root]
         cdef int ni, slot
-        n.u_sum -= n.node_u - n.nn_u
+        n.u_sum -= n.self_w * (n.node_u - n.nn_u)
         n.node_u = n.nn_u
         n.bias_bucket = 0
         n.bias_err_w = 0.0
@@ -1723,8 +1790,10 @@ cdef class Tree:
         self.num_pending += 1
         return PLAYOUT_LEAF
 
-    cdef void _expand(self, int ni, double w, double l, double mu, double sigma) noexcept nogil:
-        """Make ni expanded (its edge priors are set) and back up its evaluation (mover's view)."""
+    cdef void _expand(self, int ni, double w, double l, double mu, double sigma, double value_error,
+                      double score_error) noexcept nogil:
+        """Make ni expanded (its edge priors are set) and back up its evaluation (mover's view),
+        weighted by its predicted errors (see _playout_weight)."""
         cdef Node* n = &self.nodes[ni]
         cdef double wb, lb, mb, u, tw, tu
         if n.pla == C_BLACK:
@@ -1751,7 +1820,10 @@ cdef class Tree:
                 u, wb, lb, mb, sigma = tu, tw, 1.0 - tw, n.pass_end_s, 0.0
         if self.p.subtree_bias_factor != 0:  # only the utility is corrected
             u = self._bias_node_utility(ni, u)
-        self._add_value(ni, u, wb, lb, mb, mb * mb + sigma * sigma)
+        if value_error >= 0:
+            self.errors_known = True
+        n.self_w = self._playout_weight(value_error, score_error, mb)
+        self._add_value(ni, u, wb, lb, mb, mb * mb + sigma * sigma, n.self_w)
 
     cdef void _root_priors(self) noexcept nogil:
         """Keep the raw root policy, then apply the policy temperature and Dirichlet noise."""
@@ -1802,7 +1874,7 @@ cdef class Tree:
     cdef void _expand_from_cache(self, int ni, int e) noexcept nogil:
         cdef Node* n = &self.nodes[ni]
         cdef float* pol = &self.cache.policy[<size_t>e * self.cache.stride]
-        cdef float* vals = &self.cache.vals[e * 5]
+        cdef float* vals = &self.cache.vals[e * NUM_VALS]
         cdef int k
         cdef double total = 0.0
         if ni == self.root and self.cache.own != NULL:
@@ -1812,27 +1884,36 @@ cdef class Tree:
             total += self.e_prior[k]
         for k in range(n.edge_start, n.edge_start + n.num_edges):
             self.e_prior[k] = self.e_prior[k] / total if total > 0 else 1.0 / n.num_edges
-        self._expand(ni, vals[0], vals[1], vals[3], vals[4])
+        self._expand(ni, vals[0], vals[1], vals[3], vals[4], vals[5], vals[6])
 
-    def backup(self, policy, value, score, int offset=0, ownership=None) -> None:
+    def backup(self, policy, value, score, int offset=0, ownership=None, uncertainty=None) -> None:
         """Apply the evaluations of the pending leaves: rows offset, offset + 1, ... of the
         evaluator's `policy` [B, H*W+1] logits, `value` [B, 3] logits, `score` [B, 2] (mean,
-        stdev) and optionally `ownership` [B, H, W] (for the ending bias), in the order
-        select_leaves wrote them (H, W: the feature buffers' sizes)."""
+        stdev), optionally `ownership` [B, H, W] (for the ending bias) and `uncertainty` [B, 2]
+        (for uncertainty weighting; None: unknown), in the order select_leaves wrote them (H, W:
+        the feature buffers' sizes)."""
         cdef float[:, ::1] pol = np.ascontiguousarray(policy, dtype=np.float32)
         cdef float[:, ::1] val = np.ascontiguousarray(value, dtype=np.float32)
         cdef float[:, ::1] sc = np.ascontiguousarray(score, dtype=np.float32)
         cdef float[:, :, ::1] own
+        cdef float[:, ::1] unc
+        cdef const float* unc_rows = NULL
         _check_outputs(pol, val, sc, offset + self.num_pending)
-        if ownership is None or self.num_pending == 0:
-            self._backup(&pol[offset, 0], <int>pol.shape[1], &val[offset, 0], &sc[offset, 0], NULL, 0)
+        if self.num_pending == 0:
+            return
+        if uncertainty is not None:
+            unc = _uncertainty_rows(uncertainty, offset + self.num_pending)
+            unc_rows = &unc[offset, 0]
+        if ownership is None:
+            self._backup(&pol[offset, 0], <int>pol.shape[1], &val[offset, 0], &sc[offset, 0], NULL, 0, unc_rows)
             return
         own = _ownership_rows(ownership, offset + self.num_pending)
         self._backup(&pol[offset, 0], <int>pol.shape[1], &val[offset, 0], &sc[offset, 0], &own[offset, 0, 0],
-                     <int>(own.shape[1] * own.shape[2]))
+                     <int>(own.shape[1] * own.shape[2]), unc_rows)
 
     cdef int _backup(self, const float* policy, int pol_stride, const float* value,
-                     const float* score, const float* ownership, int own_stride) except -1:
+                     const float* score, const float* ownership, int own_stride,
+                     const float* uncertainty) except -1:
         cdef int i, n = self.num_pending
         if n == 0:
             return 0
@@ -1844,15 +1925,16 @@ cdef class Tree:
         with nogil:
             for i in range(n):
                 self._backup_one(i, policy + <size_t>i * pol_stride, value + i * 3, score + i * 2,
-                                 ownership + <size_t>i * own_stride if ownership != NULL else NULL)
+                                 ownership + <size_t>i * own_stride if ownership != NULL else NULL,
+                                 uncertainty + i * 2 if uncertainty != NULL else NULL)
         self.num_pending = 0
         return 0
 
     cdef void _backup_one(self, int i, const float* logits, const float* v, const float* score,
-                          const float* ownership) noexcept nogil:
+                          const float* ownership, const float* uncertainty) noexcept nogil:
         cdef int ni = self.pend_node[i], k, e, loc, idx, sym = self.pend_sym[i], canon = self.pend_canon[i]
         cdef Node* n = &self.nodes[ni]
-        cdef double mx = -1e300, total = 0.0, w, l, nr, vm, mu, sigma
+        cdef double mx = -1e300, total = 0.0, w, l, nr, vm, mu, sigma, value_error, score_error
         for k in range(n.edge_start, n.edge_start + n.num_edges):
             loc = self.e_loc[k]
             if loc == PASS_LOC:
@@ -1880,16 +1962,20 @@ cdef class Tree:
         nr /= total
         mu = score[0]
         sigma = max(score[1], 0.0)
+        value_error = uncertainty[0] if uncertainty != NULL else -1.0
+        score_error = uncertainty[1] if uncertainty != NULL else -1.0
         e = self.cache.insert(self.pend_key[i])
         if e >= 0:
             memset(&self.cache.policy[<size_t>e * self.cache.stride], 0, self.cache.stride * sizeof(float))
             for k in range(n.edge_start, n.edge_start + n.num_edges):
                 self.cache.policy[<size_t>e * self.cache.stride + self._sym_move(self.e_loc[k], canon)] = self.e_prior[k]
-            self.cache.vals[e * 5] = w
-            self.cache.vals[e * 5 + 1] = l
-            self.cache.vals[e * 5 + 2] = nr
-            self.cache.vals[e * 5 + 3] = mu
-            self.cache.vals[e * 5 + 4] = sigma
+            self.cache.vals[e * NUM_VALS] = w
+            self.cache.vals[e * NUM_VALS + 1] = l
+            self.cache.vals[e * NUM_VALS + 2] = nr
+            self.cache.vals[e * NUM_VALS + 3] = mu
+            self.cache.vals[e * NUM_VALS + 4] = sigma
+            self.cache.vals[e * NUM_VALS + 5] = value_error
+            self.cache.vals[e * NUM_VALS + 6] = score_error
             if canon:
                 _map_bits(&self.bits[n.bits], &self.cache.bits[e * self.cache.words], self.x_size, self.y_size,
                           canon, True)
@@ -1911,7 +1997,7 @@ cdef class Tree:
         while k >= 0:
             self.nodes[k].in_flight -= 1
             k = self.nodes[k].parent
-        self._expand(ni, w, l, mu, sigma)
+        self._expand(ni, w, l, mu, sigma, value_error, score_error)
 
     cdef inline int _move_index(self, int loc) noexcept nogil:
         if loc == PASS_LOC:
@@ -1954,6 +2040,14 @@ cdef int _check_outputs(float[:, ::1] pol, float[:, ::1] val, float[:, ::1] sc, 
     return 0
 
 
+def _uncertainty_rows(uncertainty, int rows):
+    """Uncertainty outputs as float32 [B, 2] with at least `rows` rows."""
+    unc = np.ascontiguousarray(uncertainty, dtype=np.float32)
+    if unc.ndim != 2 or unc.shape[1] != 2 or unc.shape[0] < rows:
+        raise ValueError(f"uncertainty must be [B, 2] with at least {rows} rows, got {list(unc.shape)}")
+    return unc
+
+
 def _ownership_rows(ownership, int rows):
     """Ownership outputs as float32 [B, H, W] with at least `rows` rows."""
     own = np.ascontiguousarray(ownership, dtype=np.float32)
@@ -1983,13 +2077,15 @@ def select_batch(list trees, float[:, :, :, ::1] spatial, float[:, ::1] globals,
     return counts
 
 
-def backup_batch(list trees, counts, policy, value, score, ownership=None) -> None:
+def backup_batch(list trees, counts, policy, value, score, ownership=None, uncertainty=None) -> None:
     """Back up the evaluations of a select_batch: `counts` as it returned, evaluator outputs with
-    the leaves' rows in the same packed order (`ownership` optional, as in Tree.backup)."""
+    the leaves' rows in the same packed order (`ownership` and `uncertainty` optional, as in
+    Tree.backup)."""
     cdef float[:, ::1] pol = np.ascontiguousarray(policy, dtype=np.float32)
     cdef float[:, ::1] val = np.ascontiguousarray(value, dtype=np.float32)
     cdef float[:, ::1] sc = np.ascontiguousarray(score, dtype=np.float32)
     cdef float[:, :, ::1] own
+    cdef float[:, ::1] unc
     cdef int[::1] c = np.ascontiguousarray(counts, dtype=np.int32)
     cdef int i, offset = 0, total = 0, own_stride = 0
     cdef Tree tree
@@ -2001,6 +2097,8 @@ def backup_batch(list trees, counts, policy, value, score, ownership=None) -> No
     if ownership is not None and total > 0:
         own = _ownership_rows(ownership, total)
         own_stride = <int>(own.shape[1] * own.shape[2])
+    if uncertainty is not None and total > 0:
+        unc = _uncertainty_rows(uncertainty, total)
     for i in range(len(trees)):
         if c[i] == 0:
             continue
@@ -2008,5 +2106,6 @@ def backup_batch(list trees, counts, policy, value, score, ownership=None) -> No
         if tree.num_pending != c[i]:
             raise ValueError(f"tree {i} has {tree.num_pending} pending leaves, counts say {c[i]}")
         tree._backup(&pol[offset, 0], <int>pol.shape[1], &val[offset, 0], &sc[offset, 0],
-                     &own[offset, 0, 0] if own_stride else NULL, own_stride)
+                     &own[offset, 0, 0] if own_stride else NULL, own_stride,
+                     &unc[offset, 0] if uncertainty is not None else NULL)
         offset += c[i]

@@ -89,14 +89,15 @@ class BatchedRunner:
     """Plays games `games_in_parallel` at a time; `run()` yields what each game's generator returns.
 
     Each slot holds one Tree per evaluator (tree e is searched with evaluator e, so each evaluator
-    has its own NN cache). A game is a generator that sets up a search on one of its slot's trees
+    has its own NN cache, and with search settings e where `search` is one per evaluator). A game is a generator that sets up a search on one of its slot's trees
     and yields; the runner runs that search to `done` and resumes it. Per half and evaluator the
     leaves go into one batch, so with two evaluators a half has up to two batches in flight.
     Subclasses say how a game starts (`_new_game`) and what a finished one gives (`_finished`).
     """
 
-    def __init__(self, evaluators: Sequence[Evaluator], caches: Sequence[NNCache], search: SearchConfig,
-                 board_side: int, *, games_in_parallel: int = 16, leaves_per_game: int = 1, seed: int = 0) -> None:
+    def __init__(self, evaluators: Sequence[Evaluator], caches: Sequence[NNCache],
+                 search: SearchConfig | Sequence[SearchConfig], board_side: int, *, games_in_parallel: int = 16,
+                 leaves_per_game: int = 1, seed: int = 0) -> None:
         if games_in_parallel < 2:
             raise ValueError(f"games_in_parallel must be >= 2 (two halves), got {games_in_parallel}")
         if leaves_per_game < 1:
@@ -108,7 +109,10 @@ class BatchedRunner:
         self.seed = seed
         self.stats = RunnerStats()
         n = len(self.evaluators)
-        slots = [Slot([new_tree(caches[e], search, seed * 100003 + i + 1_000_033 * e) for e in range(n)])
+        searches = list(search) if isinstance(search, (list, tuple)) else [search] * n  # one per evaluator
+        if len(searches) != n:
+            raise ValueError(f"{len(searches)} search settings for {n} evaluators")
+        slots = [Slot([new_tree(caches[e], searches[e], seed * 100003 + i + 1_000_033 * e) for e in range(n)])
                  for i in range(games_in_parallel)]
         half = games_in_parallel // 2
         self._halves = [_Half(slots[:half], half * leaves_per_game, board_side, n),
@@ -191,7 +195,7 @@ class BatchedRunner:
                     if count:
                         self._served_by(slot, e, version)
             backup_batch(half.trees[e], half.counts[e], out["policy"], out["value"], out["score"],
-                         out.get("ownership"))
+                         out.get("ownership"), out.get("uncertainty"))
 
     def play_for(self, seconds: float) -> dict[str, float]:
         """Play for `seconds` (the games then in progress are dropped); the stats of that time."""

@@ -116,7 +116,8 @@ def new_tree(cache: NNCache, config: SearchConfig, seed: int) -> Tree:
         shaped_noise=config.shaped_noise,
         random_symmetry=config.random_symmetry, ending_bonus_points=config.ending_bonus_points,
         subtree_bias_factor=config.subtree_bias_factor, subtree_bias_exponent=config.subtree_bias_exponent,
-        score_utility_weight=config.score_utility_weight, seed=seed,
+        score_utility_weight=config.score_utility_weight, uncertainty_weighting=config.uncertainty_weighting,
+        cpuct_variance_scaling=config.cpuct_variance_scaling, seed=seed,
     )
 
 
@@ -137,5 +138,6 @@ def run(board: Board, evaluator: Evaluator, visits: int, *, prev1: Board | None 
         n = tree.select_leaves(leaves_per_batch, spatial, global_inputs)
         if n:
             out = evaluator.evaluate(spatial[:n], global_inputs[:n])
-            tree.backup(out["policy"], out["value"], out["score"], ownership=out.get("ownership"))
+            tree.backup(out["policy"], out["value"], out["score"], ownership=out.get("ownership"),
+                        uncertainty=out.get("uncertainty"))
     return read_result(tree)
