@@ -82,11 +82,13 @@ class SearchConfig:
     # Uncertainty-weighted playouts (tengen.search.mcts; KataGo's "other methods" notes, v1.9): each
     # playout counts C / (U + C / 8) playouts, U the net's predicted short-term error of its leaf in
     # utility units (C = 0.25), in the averages and in PUCT's counts; needs a net trained with
-    # trainer.short_term_heads (without them every playout counts 1). Off until measured.
+    # trainer.short_term_heads (without them every playout counts 1). Off: with the heads and
+    # variance-scaled cPUCT its cpu7 A/B scored 23.5 of 100 (Wilson 95% [0.16, 0.33], README
+    # "KataGo's later methods, measured").
     uncertainty_weighting: bool = False
     # Variance-scaled cPUCT (tengen.search.mcts; KataGo v1.9): each node's cpuct times
     # 1 + 0.85 (sd / 0.4 - 1), sd the stdev of its playouts' utilities with a prior of 0.4 weighing
-    # 2 playouts. Off until measured.
+    # 2 playouts. Off: it lost with the uncertainty methods (above).
     cpuct_variance_scaling: bool = False
     temperature_start: float = 0.8
     temperature_end: float = 0.2
@@ -122,8 +124,8 @@ class TrainerConfig:
     soft_policy_weight: float = 0.0
     # Short-term value and score heads and their error heads (tengen.nn.model; KataGo's "other
     # methods" notes), trained on the rows' short-term targets; their error predictions are the
-    # uncertainty that search.uncertainty_weighting reads. Off until measured (README "KataGo's later
-    # methods, measured"): a net without them serves an "unknown" uncertainty. The weights are
+    # uncertainty that search.uncertainty_weighting reads. Off: they lost their A/B with it (README
+    # "KataGo's later methods, measured"); a net without them serves an "unknown" uncertainty. The weights are
     # tengen.nn.loss.LossWeights' (untuned).
     short_term_heads: bool = False
     short_term_value_weight: float = 1.0
