@@ -288,7 +288,7 @@ class Window:
                 raise WindowError(f"{manifest_path}: format {manifest.get('format')!r}, expected one of "
                                   f"{FORMATS} (a window of another tengen version: move it away to start a new one)")
             self.format = manifest["format"]
-            self.dtype = row_dtype(self.pos_len, short_term=self.format == FORMAT)
+            self.dtype = row_dtype(self.pos_len, short_term=self.has_short_term)
             if manifest["pos_len"] != self.pos_len:
                 raise WindowError(
                     f"{self.directory} holds rows for pos_len {manifest['pos_len']}, not {self.pos_len}"
@@ -422,7 +422,7 @@ class Window:
         records["final_weight"] = final_weight
         records["x_size"] = rows.x_size
         records["y_size"] = rows.y_size
-        if self.format == FORMAT:  # (an older window drops them)
+        if self.has_short_term:  # (an older window drops them)
             short_weight = np.asarray(rows.short_term_weights(), np.float32)
             if short_weight.shape != (n,) or not (np.isfinite(short_weight).all() and (short_weight >= 0).all()):
                 raise ValueError(f"short-term weights must be {n} finite values >= 0")
@@ -432,6 +432,11 @@ class Window:
                 records["short_term"] = rows.short_term
             records["short_term_weight"] = short_weight
         return records
+
+    @property
+    def has_short_term(self) -> bool:
+        """Rows carry short-term targets (FORMAT; a FORMAT_WITHOUT_SHORT_TERM window's do not)."""
+        return self.format == FORMAT
 
     # -- sampling ------------------------------------------------------------------------------
 
@@ -506,8 +511,8 @@ class Window:
             ownership=ownership,
             weight=records["weight"].copy(),
             final_weight=records["final_weight"].copy(),
-            short_term=(records["short_term"].copy() if self.format == FORMAT else np.zeros((n, 2), np.float32)),
-            short_term_weight=(records["short_term_weight"].copy() if self.format == FORMAT
+            short_term=(records["short_term"].copy() if self.has_short_term else np.zeros((n, 2), np.float32)),
+            short_term_weight=(records["short_term_weight"].copy() if self.has_short_term
                                else np.zeros(n, np.float32)),
             x_size=x_size,
             y_size=y_size,

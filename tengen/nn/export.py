@@ -28,11 +28,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
 import torch
 
 from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
-import numpy as np
-
 from tengen.nn.model import OFF_BOARD_LOGIT, InferenceNet, KataGoNet, parameter_count
 
 EXPORT_FORMAT = "tengen-torchscript-1"

@@ -29,7 +29,7 @@ from tengen.go import passalive
 from tengen.go.board import BLACK, WHITE, Board
 from tengen.nn.evaluator import Evaluator
 from tengen.search.mcts import NNCache, Tree
-from tengen.search.runner import BatchedRunner, Slot
+from tengen.search.runner import BatchedRunner, Slot, per_evaluator
 from tengen.search.search import read_result
 from tengen.search.selfplay import move_temperature, random_rules, sample_by_visits
 
@@ -214,9 +214,9 @@ class MatchRunner(BatchedRunner):
             raise ValueError(f"a match has two evaluators, got {len(evaluators)}")
         self.settings = settings
         side = max(settings.board_sizes)
-        searches = list(search) if isinstance(search, (list, tuple)) else [search] * 2
+        searches = per_evaluator(search, 2)
         caches = [NNCache(s.nn_cache_size, side * side, ownership=s.ending_bonus_points > 0) for s in searches]
-        super().__init__(evaluators, caches, search, side, games_in_parallel=games_in_parallel,
+        super().__init__(evaluators, caches, searches, side, games_in_parallel=games_in_parallel,
                          leaves_per_game=leaves_per_game, seed=seed)
         self._indices: list[int] = []
 

@@ -85,12 +85,20 @@ class _Half:
         return not self.active and all(f is None for f in self.futures)
 
 
+def per_evaluator(search: SearchConfig | Sequence[SearchConfig], n: int) -> list[SearchConfig]:
+    """The search settings of each of `n` evaluators: one for all, or one each."""
+    searches = list(search) if isinstance(search, (list, tuple)) else [search] * n
+    if len(searches) != n:
+        raise ValueError(f"{len(searches)} search settings for {n} evaluators")
+    return searches
+
+
 class BatchedRunner:
     """Plays games `games_in_parallel` at a time; `run()` yields what each game's generator returns.
 
     Each slot holds one Tree per evaluator (tree e is searched with evaluator e, so each evaluator
-    has its own NN cache, and with search settings e where `search` is one per evaluator). A game is a generator that sets up a search on one of its slot's trees
-    and yields; the runner runs that search to `done` and resumes it. Per half and evaluator the
+    has its own NN cache, and with search settings e where `search` is one per evaluator). A game
+    is a generator that sets up a search on one of its slot's trees and yields; the runner runs that search to `done` and resumes it. Per half and evaluator the
     leaves go into one batch, so with two evaluators a half has up to two batches in flight.
     Subclasses say how a game starts (`_new_game`) and what a finished one gives (`_finished`).
     """
@@ -109,9 +117,7 @@ class BatchedRunner:
         self.seed = seed
         self.stats = RunnerStats()
         n = len(self.evaluators)
-        searches = list(search) if isinstance(search, (list, tuple)) else [search] * n  # one per evaluator
-        if len(searches) != n:
-            raise ValueError(f"{len(searches)} search settings for {n} evaluators")
+        searches = per_evaluator(search, n)
         slots = [Slot([new_tree(caches[e], searches[e], seed * 100003 + i + 1_000_033 * e) for e in range(n)])
                  for i in range(games_in_parallel)]
         half = games_in_parallel // 2
