@@ -102,7 +102,8 @@ def _match(preset: str, arms: dict[str, dict[str, str]], a_path: Path, b_path: P
     settings = MatchSettings.from_config(config)
     settings.visits = visits
     b_side = 0
-    evaluators = [make_evaluator(b_path, 1), make_evaluator(a_path, 1)]
+    # Test-time search: a net with an optimistic policy head plays with it (KataGo's use of it).
+    evaluators = [make_evaluator(b_path, 1, policy="auto"), make_evaluator(a_path, 1, policy="auto")]
     searches = [load_config(preset, env=arms["B"]).search, load_config(preset, env=arms["A"]).search]
     runner = MatchRunner(evaluators, settings, searches, games_in_parallel=min(games, 16), seed=seed)
     score = 0.0

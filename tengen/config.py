@@ -133,6 +133,11 @@ class TrainerConfig:
     short_term_score_weight: float = 0.004
     short_term_value_error_weight: float = 1.0
     short_term_score_error_weight: float = 1e-4
+    # The optimistic policy head's loss weight (tengen.nn.loss; 0 = no head). It needs
+    # short_term_heads (its rows' weights come from them). Search uses it at test time only (`tengen
+    # gtp`/`eval`/`analysis --policy`, the strength service, bench ab's match), never in self-play or
+    # gating, as KataGo does. Off: not yet measured on this box.
+    optimistic_policy_weight: float = 0.0
     window_c: int = 250_000  # N_window = c(1 + beta((N_total/c)^alpha - 1)/alpha)
     window_alpha: float = 0.75
     window_beta: float = 0.4
@@ -352,6 +357,9 @@ def validate(config: Config) -> None:
     check(trainer.soft_policy_weight >= 0, "trainer.soft_policy_weight must be >= 0")
     check(min(trainer.short_term_value_weight, trainer.short_term_score_weight, trainer.short_term_value_error_weight,
               trainer.short_term_score_error_weight) >= 0, "trainer.short_term_*_weight must be >= 0")
+    check(trainer.optimistic_policy_weight >= 0, "trainer.optimistic_policy_weight must be >= 0")
+    check(trainer.optimistic_policy_weight == 0 or trainer.short_term_heads,
+          "trainer.optimistic_policy_weight > 0 needs trainer.short_term_heads: true")
     check(1 <= gating.wins_to_pass <= gating.games, "gating.wins_to_pass must be within 1..gating.games")
     check(gating.visits >= 1 and gating.temperature >= 0, "gating.visits >= 1, temperature >= 0")
     strength = config.strength

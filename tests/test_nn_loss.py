@@ -14,6 +14,7 @@ from tengen.nn.loss import (
     Targets,
     compute_loss,
     compute_training_loss,
+    optimistic_weights,
     score_distribution,
     soft_policy_target,
 )
@@ -39,6 +40,7 @@ def leaf_outputs(batch_size: int = 2) -> ModelOutputs:
         policy_logits=policy.clone(),
         opponent_policy_logits=policy.clone(),
         soft_policy_logits=policy.clone(),
+        optimistic_policy_logits=policy.clone(),
         value_logits=torch.zeros(batch_size, 3),
         score_mean=torch.zeros(batch_size),
         score_stdev=torch.full((batch_size,), 20.0),
@@ -166,6 +168,42 @@ def test_soft_policy_weight_0_leaves_the_old_loss() -> None:
     assert all(torch.equal(without[name], with_soft[name]) for name in others)
     assert without["total"].item() == sum((without[name] for name in others[1:]), without[others[0]]).item()
     assert (torch.autograd.grad(without["total"], out.soft_policy_logits)[0] == 0).all()
+
+
+def test_optimism_weights_by_hand() -> None:
+    # Predicted (value, score, value squared error, score squared error) against short-term outcomes:
+    # z = (outcome - predicted) / sqrt(error + 1e-4), weight clamp(0, 1, s((z_v - 1.5) 3) + s((z_s - 1.5) 3)).
+    predicted = torch.tensor([[0.0, 0.0, 0.25, 100.0]] * 4)
+    outcome = torch.tensor([[1.0, 0.0],     # value 2 sd better: s(1.4988) + s(-4.5) = 0.8174 + 0.0110
+                            [2.0, 30.0],    # value 4 sd, score 3 sd better: 0.99945 + 0.98901, clamped
+                            [-1.0, -30.0],  # worse than expected: s(-10.4988) + s(-13.5)
+                            [0.0, 0.0]])    # as expected: 2 s(-4.5)
+    got = optimistic_weights(predicted, outcome)
+    assert got.tolist() == pytest.approx([0.82838, 1.0, 2.903e-5, 0.021974], abs=2e-5)
+
+
+def test_optimistic_policy_term_is_the_policy_loss_weighted_by_optimism() -> None:
+    out, targets = leaf_outputs(), neutral_targets()
+    with torch.no_grad():
+        out.optimistic_policy_logits[:, 0] = 2.0
+    predicted = torch.tensor([[0.0, 0.0, 0.25, 100.0], [0.0, 0.0, 0.25, 100.0]], requires_grad=True)
+    out = out._replace(short_term=predicted)
+    targets.short_term = torch.tensor([[1.0, 0.0], [0.0, 0.0]])
+    targets.short_term_weight = torch.tensor([1.0, 0.5])
+    optimism = optimistic_weights(predicted, targets.short_term) * targets.short_term_weight
+    # policy target 1.0 on move 0 (logit 2); the other 8 points of the 3x3 and the pass have logit 0
+    ce = math.log(math.exp(2.0) + 9.0) - 2.0
+    weights = LossWeights(optimistic_policy=1.0)
+    term = compute_loss(out, targets, weights=weights)["optimistic_policy"]
+    assert term.item() == pytest.approx(ce * optimism.sum().item() / 2, rel=1e-5)
+    assert optimism.tolist() == pytest.approx([0.82838, 0.5 * 0.021974], abs=2e-5)
+    logits_grad, short_term_grad = torch.autograd.grad(term, [out.optimistic_policy_logits, predicted],
+                                                       allow_unused=True)
+    assert logits_grad[0, 0] < 0 and logits_grad[0, 1] > 0  # towards the target move
+    assert short_term_grad is None  # stop-gradient: the short-term heads are not moved by it
+    assert compute_loss(out, targets)["optimistic_policy"].item() == 0.0  # weight 0: no head, no term
+    targets.short_term = None
+    assert compute_loss(out, targets, weights=weights)["optimistic_policy"].item() == 0.0
 
 
 def test_ownership_weight_is_1_5_over_area_and_sign() -> None:

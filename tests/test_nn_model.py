@@ -61,6 +61,7 @@ def test_output_shapes(name: str) -> None:
         "policy_logits": (2, 64),
         "opponent_policy_logits": (2, 64),
         "soft_policy_logits": (2, 64),
+        "optimistic_policy_logits": (2, 64),
         "value_logits": (2, 3),
         "score_mean": (2,),
         "score_stdev": (2,),

@@ -34,7 +34,8 @@ import torch
 from tengen.config import TrainerConfig
 from tengen.data.window import Batch, Window
 from tengen.nn.loss import LossWeights, Targets, compute_training_loss
-from tengen.nn.model import SHORT_TERM_PREFIXES, SOFT_POLICY_PREFIX, KataGoNet, build_model
+from tengen.nn.model import (OPTIMISTIC_POLICY_PREFIXES, SHORT_TERM_PREFIXES, SOFT_POLICY_PREFIX, KataGoNet,
+                             build_model)
 
 CHECKPOINT_FORMAT = "tengen-trainer-checkpoint-1"
 
@@ -213,14 +214,16 @@ class Learner:
         self.config = config
         self.window = window
         self.device = torch.device(device)
-        self.model = build_model(config.arch, short_term=config.short_term_heads).to(self.device)
+        self.model = build_model(config.arch, short_term=config.short_term_heads,
+                                 optimistic_policy=config.optimistic_policy_weight > 0).to(self.device)
         self.model.train()
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.0, momentum=config.momentum)
         self.loss_weights = LossWeights(
             soft_policy=config.soft_policy_weight, l2=config.l2, short_term_value=config.short_term_value_weight,
             short_term_score=config.short_term_score_weight,
             short_term_value_error=config.short_term_value_error_weight,
-            short_term_score_error=config.short_term_score_error_weight)
+            short_term_score_error=config.short_term_score_error_weight,
+            optimistic_policy=config.optimistic_policy_weight)
         self.swa = SwaAverager(config.swa_decay)
         self.counters = Counters(next_snapshot=config.snapshot_every, next_candidate=config.candidate_every)
         self.seed = seed
@@ -336,11 +339,11 @@ class Learner:
                                    self.config.short_term_heads)
 
     def _add_missing_heads(self, state: dict[str, Any]) -> None:
-        """Completes a checkpoint saved before the soft policy head or without the short-term heads
-        (trainer.short_term_heads turned on for a running net): those heads keep this net's fresh
-        weights (in the SWA average too) and start without momentum."""
+        """Completes a checkpoint saved before the soft policy head or without the short-term or
+        optimistic heads (turned on for a running net): those heads keep this net's fresh weights
+        (in the SWA average too) and start without momentum."""
         fresh: dict[str, torch.Tensor] = {}
-        for prefixes in ((SOFT_POLICY_PREFIX,), SHORT_TERM_PREFIXES):  # a head is added whole or not at all
+        for prefixes in ((SOFT_POLICY_PREFIX,), SHORT_TERM_PREFIXES, OPTIMISTIC_POLICY_PREFIXES):  # a head is added whole or not at all
             if not any(k.startswith(prefixes) for k in state["model"]):
                 fresh.update({k: v for k, v in self.model.state_dict().items() if k.startswith(prefixes)})
         if not fresh:

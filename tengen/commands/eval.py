@@ -48,7 +48,7 @@ def training_samples(args: argparse.Namespace) -> int | None:
 def engine_command(args: argparse.Namespace) -> str:
     """The `tengen gtp` command line for the model, run by this Python."""
     return model_command(str(args.model), args.visits, args.threads, model_name(args), triton=args.triton,
-                         model_version=args.model_version, triton_wait=args.triton_wait)
+                         model_version=args.model_version, triton_wait=args.triton_wait, policy=args.policy)
 
 
 def _gnugo(args: argparse.Namespace) -> int:

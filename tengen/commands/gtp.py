@@ -56,6 +56,10 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=_positive, default=1, help="CPU threads for the net (default 1)")
     parser.add_argument("--runtime", default="auto", choices=("auto", "torch", "openvino"),
                         help="CPU runtime of an export (default auto: OpenVINO where installed, else torch)")
+    parser.add_argument("--policy", default="auto", choices=("auto", "normal", "optimistic"),
+                        help="policy head the search reads: the optimistic one (KataGo's, for play and analysis, "
+                        "never self-play) or the normal one; default auto: optimistic where the export has it. "
+                        "Through Triton always the normal one")
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,13 +76,15 @@ def build_evaluator(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     if args.triton:
         from tengen.infra.triton import TritonEvaluator
 
+        if args.policy == "optimistic":  # Triton serves what self-play reads
+            raise ValueError("--policy optimistic needs an export run in this process, not --triton")
         evaluator: Any = TritonEvaluator(args.triton, args.model, args.model_version,
                                          retry_deadline_s=args.triton_wait)
         metadata: dict[str, Any] = {"model": args.model, "version": args.model_version}
     else:
         from tengen.nn.evaluator import make_evaluator
 
-        evaluator = make_evaluator(args.model, num_threads=args.threads, runtime=args.runtime)
+        evaluator = make_evaluator(args.model, num_threads=args.threads, runtime=args.runtime, policy=args.policy)
         metadata = evaluator.metadata
     return evaluator, metadata
 

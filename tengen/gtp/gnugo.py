@@ -39,11 +39,12 @@ def gnugo_command(gnugo: str, level: int) -> str:
 
 
 def model_command(model: str, visits: int, threads: int, name: str, *, triton: str | None = None,
-                  model_version: int | None = None, triton_wait: float | None = None) -> str:
+                  model_version: int | None = None, triton_wait: float | None = None,
+                  policy: str = "auto") -> str:
     """The `tengen gtp` command line that plays `model` (an export path, or a Triton model name
-    with `triton`), run by this Python."""
+    with `triton`) with `policy`'s head (tengen.nn.export.POLICIES), run by this Python."""
     argv = [sys.executable, "-m", "tengen.cli", "gtp", "--model", str(model), "--visits", str(visits),
-            "--threads", str(threads), "--name", name]
+            "--threads", str(threads), "--name", name, "--policy", policy]
     if triton:
         argv += ["--triton", triton]
     if model_version:

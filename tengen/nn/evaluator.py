@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
-from tengen.nn.export import OUTPUT_NAMES, complete_outputs, load_export
+from tengen.nn.export import OUTPUT_NAMES, complete_outputs, load_export, select_policy, use_optimistic_policy
 from tengen.nn.model import InferenceNet, KataGoNet
 
 
@@ -85,19 +85,23 @@ class TorchEvaluator:
     taken, so training the live net later does not change this evaluator), or a module with
     the export signature. num_threads, when given, sets torch's intra-op thread count;
     otherwise the process's setting (torch.set_num_threads) is used as it is. precision: one of
-    PRECISIONS; outputs are float32 either way.
+    PRECISIONS; outputs are float32 either way. policy: which policy head a net or export serves
+    (tengen.nn.export.POLICIES; self-play keeps "normal").
     """
 
     def __init__(self, source: str | os.PathLike[str] | nn.Module, num_threads: int | None = None,
-                 precision: str = "auto") -> None:
+                 precision: str = "auto", policy: str = "normal") -> None:
         self.bf16 = resolve_precision(precision)
         self.metadata: dict[str, Any] = {}
+        self.optimistic = False
         if isinstance(source, KataGoNet):
-            self.module: nn.Module = InferenceNet(copy.deepcopy(source).cpu())
+            self.optimistic = use_optimistic_policy(policy, source.optimistic_policy, "the net")
+            self.module: nn.Module = InferenceNet(copy.deepcopy(source).cpu(), self.optimistic)
         elif isinstance(source, nn.Module):
             self.module = source
         else:
             self.module, self.metadata = load_export(source)
+            self.optimistic = select_policy(self.module, self.metadata, policy, os.fspath(source))
         self.module.eval()
         if num_threads is not None:
             if num_threads < 1:
@@ -132,11 +136,12 @@ class OpenVINOEvaluator:
 
     source: an export path or a KataGoNet (a snapshot of its weights is taken). num_threads: the
     CPU threads of the compiled model (None: OpenVINO's default). precision: one of PRECISIONS
-    ("auto": bf16 where OpenVINO computes it natively); outputs are float32 either way.
+    ("auto": bf16 where OpenVINO computes it natively); outputs are float32 either way. policy: as
+    TorchEvaluator's.
     """
 
     def __init__(self, source: str | os.PathLike[str] | KataGoNet, num_threads: int | None = None,
-                 precision: str = "auto") -> None:
+                 precision: str = "auto", policy: str = "normal") -> None:
         import openvino as ov
 
         if precision not in PRECISIONS:
@@ -146,9 +151,11 @@ class OpenVINOEvaluator:
         self.bf16 = precision == "bf16" or (precision == "auto" and openvino_bf16())
         self.metadata: dict[str, Any] = {}
         if isinstance(source, KataGoNet):
-            scripted = torch.jit.script(InferenceNet(copy.deepcopy(source).cpu().eval()))
+            self.optimistic = use_optimistic_policy(policy, source.optimistic_policy, "the net")
+            scripted = torch.jit.script(InferenceNet(copy.deepcopy(source).cpu().eval(), self.optimistic))
         else:
             scripted, self.metadata = load_export(source)
+            self.optimistic = select_policy(scripted, self.metadata, policy, os.fspath(source))
         # Freezing folds the scripted module's eval-mode branches, which OpenVINO cannot convert.
         with no_openvino_telemetry():
             model = ov.convert_model(
@@ -173,8 +180,10 @@ class OpenVINOEvaluator:
 
 
 def make_evaluator(source: str | os.PathLike[str] | KataGoNet, num_threads: int | None = None, *,
-                   precision: str = "auto", runtime: str = "auto") -> TorchEvaluator | OpenVINOEvaluator:
-    """The in-process evaluator of `runtime` (one of RUNTIMES) for an export path or a KataGoNet."""
+                   precision: str = "auto", runtime: str = "auto",
+                   policy: str = "normal") -> TorchEvaluator | OpenVINOEvaluator:
+    """The in-process evaluator of `runtime` (one of RUNTIMES) for an export path or a KataGoNet,
+    serving `policy`'s head (tengen.nn.export.POLICIES)."""
     if runtime not in RUNTIMES:
         raise ValueError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
     if runtime == "auto":
@@ -184,5 +193,5 @@ def make_evaluator(source: str | os.PathLike[str] | KataGoNet, num_threads: int 
         except ImportError:
             runtime = "torch"
     if runtime == "openvino":
-        return OpenVINOEvaluator(source, num_threads, precision)
-    return TorchEvaluator(source, num_threads, precision)
+        return OpenVINOEvaluator(source, num_threads, precision, policy)
+    return TorchEvaluator(source, num_threads, precision, policy)

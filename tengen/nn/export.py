@@ -9,7 +9,10 @@ The exported module's signature is fixed (the inference server is written agains
         uncertainty float32 [B, 2]  the short-term value and score error heads' predicted squared
                                     errors (tengen.nn.model), -1 each from a net without them)
 The module is scripted, not traced, so one file serves every board size from 7x7 to 19x19.
-The sidecar `<file>.json` names the architecture, inputs, outputs and training samples seen.
+The sidecar `<file>.json` names the architecture, inputs, outputs and training samples seen, and
+whether the net has an optimistic policy head: an export serves the ordinary policy as written, the
+optimistic one once its `optimistic` attribute is set after loading (`select_policy`), which
+test-time search does and self-play never does.
 Exports made before the uncertainty output return the first four only; `complete_outputs` gives
 them the constant "unknown" uncertainty, so every evaluator serves all of OUTPUT_NAMES.
 
@@ -49,6 +52,8 @@ OUTPUTS = (
 OUTPUT_NAMES = tuple(o["name"] for o in OUTPUTS)
 # The uncertainty of a net without short-term heads (or an export from before them): unknown.
 UNKNOWN_UNCERTAINTY = -1.0
+# Which policy output a test-time search reads: "auto" is the optimistic head where the net has one.
+POLICIES = ("auto", "normal", "optimistic")
 ONNX_OPSET = 18  # read by every ONNX Runtime since 1.14, so by any recent Triton's backend
 
 
@@ -109,6 +114,7 @@ def export_model(
         "board_sizes": [MIN_BOARD, MAX_BOARD],
         "off_board_logit": OFF_BOARD_LOGIT,
         "samples_seen": int(samples_seen),
+        "optimistic_policy": net.optimistic_policy,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "torch_version": torch.__version__,
         **(extra or {}),
@@ -154,6 +160,25 @@ def load_export(
         module = torch.jit.load(str(target), map_location=device)
     module.eval()
     return module, metadata
+
+
+def use_optimistic_policy(policy: str, has_head: bool, what: str) -> bool:
+    """Whether a search should read `what`'s optimistic policy head for `policy` (one of POLICIES);
+    raises ValueError when asked for a head the net does not have."""
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+    if policy == "optimistic" and not has_head:
+        raise ValueError(f"{what} has no optimistic policy head (trained with trainer.optimistic_policy_weight > 0)")
+    return policy != "normal" and has_head
+
+
+def select_policy(module: torch.jit.ScriptModule, metadata: dict[str, Any], policy: str, what: str) -> bool:
+    """Switches a loaded export to the optimistic policy where `policy` asks for it (see
+    use_optimistic_policy); returns whether it did."""
+    optimistic = use_optimistic_policy(policy, bool(metadata.get("optimistic_policy", False)), what)
+    if optimistic:
+        module.optimistic = True
+    return optimistic
 
 
 def export_onnx(export_path: str | os.PathLike[str], onnx_path: str | os.PathLike[str]) -> None:

@@ -52,6 +52,9 @@ class LossWeights:
     short_term_score_error: float = 1e-4
     value_error_delta: float = 0.4
     score_error_delta: float = 100.0
+    # The optimistic policy head: the policy's own loss on the same target (the notes give it no
+    # weight of its own), each row weighted by optimistic_weights (0 = no head, no term).
+    optimistic_policy: float = 0.0
 
 
 PAPER_WEIGHTS = LossWeights()
@@ -62,6 +65,7 @@ LOSS_TERMS = (
     "policy",
     "opponent_policy",
     "soft_policy",
+    "optimistic_policy",
     "ownership",
     "score_pdf",
     "score_cdf",
@@ -157,6 +161,24 @@ def soft_policy_target(policy: Tensor, temperature: float) -> Tensor:
     return soft / soft.sum(dim=1, keepdim=True).clamp_min(1e-30)
 
 
+# The optimism weight's constants (KataGo's notes): a row counts fully once the mover's short-term
+# value or score beat the prediction by OPTIMISM_Z standard deviations of its predicted error.
+OPTIMISM_Z = 1.5
+OPTIMISM_SHARPNESS = 3.0
+OPTIMISM_EPSILON = 1e-4  # keeps z finite where a predicted squared error is ~0
+
+
+def optimistic_weights(predicted: Tensor, short_term: Tensor) -> Tensor:
+    """clamp(0, 1, sigmoid((z_value - 1.5) * 3) + sigmoid((z_score - 1.5) * 3)) per row [B], with
+    z = (short-term outcome - predicted) / sqrt(predicted squared error + eps) for the value and
+    the score; `predicted` [B, 4] is the short-term heads' output and is not differentiated."""
+    value, score, value_error, score_error = predicted.detach().float().unbind(dim=1)
+    z_value = (short_term[:, 0].float() - value) / torch.sqrt(value_error.clamp_min(0.0) + OPTIMISM_EPSILON)
+    z_score = (short_term[:, 1].float() - score) / torch.sqrt(score_error.clamp_min(0.0) + OPTIMISM_EPSILON)
+    return (torch.sigmoid((z_value - OPTIMISM_Z) * OPTIMISM_SHARPNESS)
+            + torch.sigmoid((z_score - OPTIMISM_Z) * OPTIMISM_SHARPNESS)).clamp(0.0, 1.0)
+
+
 def l2_penalty(model: nn.Module) -> Tensor:
     return sum((p * p).sum() for p in model.parameters() if p.requires_grad)  # type: ignore[return-value]
 
@@ -189,6 +211,12 @@ def compute_loss(
     )
     soft_target = soft_policy_target(targets.policy, weights.soft_policy_temperature)
     terms["soft_policy"] = weights.soft_policy * batch_mean(cross_entropy(outputs.soft_policy_logits, soft_target), w)
+    if weights.optimistic_policy == 0.0 or targets.short_term is None:
+        terms["optimistic_policy"] = outputs.value_logits.new_zeros(())
+    else:
+        optimism = optimistic_weights(outputs.short_term, targets.short_term) * _short_term_weight(targets)
+        terms["optimistic_policy"] = weights.optimistic_policy * batch_mean(
+            cross_entropy(outputs.optimistic_policy_logits, targets.policy), w * optimism)
 
     # tanh(z) = 2 sigmoid(2z) - 1, so (1 + o_hat) / 2 = sigmoid(2z): a stable logistic loss.
     mask = outputs.mask
@@ -242,8 +270,7 @@ def short_term_terms(predicted: Tensor, targets: Targets, weights: LossWeights,
     names = ("short_term_value", "short_term_score", "short_term_value_error", "short_term_score_error")
     if targets.short_term is None:
         return {name: predicted.new_zeros(()) for name in names}
-    st_w = targets.weight.float() * (torch.ones_like(targets.weight.float()) if targets.short_term_weight is None
-                                     else targets.short_term_weight.float())
+    st_w = targets.weight.float() * _short_term_weight(targets)
     target = targets.short_term.float()
     value, score, value_error, score_error = predicted.unbind(dim=1)
     # stop-gradient: the error heads learn the prediction's error, the predictions never move toward it
@@ -258,6 +285,12 @@ def short_term_terms(predicted: Tensor, targets: Targets, weights: LossWeights,
         "short_term_score_error": weights.short_term_score_error * batch_mean(
             F.huber_loss(score_error, score_sq, reduction="none", delta=weights.score_error_delta), st_w),
     }
+
+
+def _short_term_weight(targets: Targets) -> Tensor:
+    """[B] the rows' short-term target weights (1 where the targets give none)."""
+    weight = targets.weight.float()
+    return torch.ones_like(weight) if targets.short_term_weight is None else targets.short_term_weight.float()
 
 
 def compute_training_loss(

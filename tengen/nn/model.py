@@ -30,6 +30,14 @@ those two against their targets (softplus, so never negative; the score one scal
 A net without them outputs NO_SHORT_TERM instead (0, 0 and an error of -1, which search reads as
 "unknown"), so every export has the same outputs and an old net still loads.
 
+The optimistic policy head (KataGo's "other methods" notes, "optimistic policy"), built only with
+the short-term heads (`build_model(..., optimistic_policy=True)`): a third policy output from the
+policy head's P and pooled G, trained on the policy target weighted towards the rows whose mover did
+better over the next few turns than the short-term heads expected (tengen.nn.loss). Search uses it
+at test time only (never in self-play or gating): InferenceNet serves it when asked
+(`InferenceNet(net, optimistic=True)`, or an export's `optimistic` attribute set after loading); a
+net without it has none to serve.
+
 The whole net is TorchScript-compatible (tengen.nn.export scripts it).
 """
 from __future__ import annotations
@@ -122,14 +130,14 @@ INNER_BLOCKS = 2  # ordinary residual blocks inside each nested bottleneck block
 MAIN_HEADS_WEIGHT = 0.2  # the served heads' share of the loss in a one-batch-norm net (KataGo: 20%)
 
 
-def build_model(name: str, short_term: bool = False) -> "KataGoNet":
+def build_model(name: str, short_term: bool = False, optimistic_policy: bool = False) -> "KataGoNet":
     """A freshly initialised net of the named size (see ARCHITECTURES), with the short-term heads
-    when `short_term`."""
+    when `short_term` and the optimistic policy head when `optimistic_policy` (which needs them)."""
     try:
         arch = ARCHITECTURES[name]
     except KeyError:
         raise ValueError(f"unknown architecture {name!r}; known: {', '.join(ARCHITECTURES)}") from None
-    return KataGoNet(arch, short_term)
+    return KataGoNet(arch, short_term, optimistic_policy)
 
 
 class ModelOutputs(NamedTuple):
@@ -138,6 +146,8 @@ class ModelOutputs(NamedTuple):
     policy_logits: Tensor  # [B, H*W+1], pass last, off-board = OFF_BOARD_LOGIT
     opponent_policy_logits: Tensor  # [B, H*W+1], the opponent's reply on the next turn
     soft_policy_logits: Tensor  # [B, H*W+1], the policy target^(1/T) renormalised (training only)
+    # [B, H*W+1], the optimistic policy; the policy logits themselves for a net without the head
+    optimistic_policy_logits: Tensor
     value_logits: Tensor  # [B, 3] win / loss / no result
     score_mean: Tensor  # [B] points
     score_stdev: Tensor  # [B] points
@@ -386,13 +396,10 @@ class PolicyHead(nn.Module):
     def logits(self, p: Tensor, g_pooled: Tensor, geo: BoardGeometry) -> Tensor:
         return masked_policy(self.out_conv(p), self.pass_linear(g_pooled), geo.mask, self.off_board_logit)
 
-    def forward(self, x: Tensor, geo: BoardGeometry) -> Tensor:
-        p, g_pooled = self.features(x, geo)
-        return self.logits(p, g_pooled, geo)
 
-
-class SoftPolicyHead(nn.Module):
-    """Soft policy logits [B, H*W+1] from the policy head's P and pooled G (training only)."""
+class AuxiliaryPolicyHead(nn.Module):
+    """A further policy's logits [B, H*W+1] from the policy head's P and pooled G: the soft policy
+    (training only) or the optimistic policy."""
 
     def __init__(self, arch: Architecture) -> None:
         super().__init__()
@@ -403,6 +410,28 @@ class SoftPolicyHead(nn.Module):
 
     def forward(self, p: Tensor, g_pooled: Tensor, geo: BoardGeometry) -> Tensor:
         return masked_policy(self.out_conv(p), self.pass_linear(g_pooled), geo.mask, self.off_board_logit)[:, 0]
+
+
+class OptimisticPolicyHead(nn.Module):
+    """The optimistic policy's logits; `policy` (the ordinary policy's) is not used."""
+
+    def __init__(self, arch: Architecture) -> None:
+        super().__init__()
+        self.head = AuxiliaryPolicyHead(arch)
+
+    def forward(self, p: Tensor, g_pooled: Tensor, geo: BoardGeometry, policy: Tensor) -> Tensor:
+        return self.head(p, g_pooled, geo)
+
+
+class NoOptimisticPolicyHead(nn.Module):
+    """In place of OptimisticPolicyHead in a net without it: the ordinary policy, no parameters."""
+
+    def forward(self, p: Tensor, g_pooled: Tensor, geo: BoardGeometry, policy: Tensor) -> Tensor:
+        return policy
+
+
+def make_optimistic_policy_head(arch: Architecture, enabled: bool) -> nn.Module:
+    return OptimisticPolicyHead(arch) if enabled else NoOptimisticPolicyHead()
 
 
 class ValueHead(nn.Module):
@@ -532,29 +561,33 @@ def check_inputs(
 class KataGoNet(nn.Module):
     __jit_unused_properties__ = ["architecture"]
 
-    def __init__(self, arch: Architecture, short_term: bool = False) -> None:
+    def __init__(self, arch: Architecture, short_term: bool = False, optimistic_policy: bool = False) -> None:
         super().__init__()
+        if optimistic_policy and not short_term:
+            raise ValueError("the optimistic policy head needs the short-term heads (its weights come from them)")
         self.arch_name = arch.name
         self.short_term = short_term
+        self.optimistic_policy = optimistic_policy
         self.trunk = Trunk(arch)
         self.policy_head = PolicyHead(arch)
         self.value_head = ValueHead(arch)
         self.score_belief_head = ScoreBeliefHead(arch)
         # Registered last, so its parameters come last: a checkpoint saved before it existed keeps
         # its optimizer's parameter ids (services.trainer.training adds it fresh).
-        self.soft_policy_head = SoftPolicyHead(arch)
+        self.soft_policy_head = AuxiliaryPolicyHead(arch)
         self.komi_index = KOMI
         self.one_batch_norm = arch.nested
         if arch.nested:  # the one batch norm and the heads trained behind it (never served)
             self.bn_norm = MaskedBatchNormReLU(arch.channels)
-            self.bn_heads = HeadSet(arch, short_term)
+            self.bn_heads = HeadSet(arch, short_term, optimistic_policy)
             for module in self.modules():  # variance-preserving convolutions, as K assumes
                 if isinstance(module, nn.Conv2d):
                     nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
-        # Registered last (after bn_heads, whose own short-term head is its last module), so that
-        # the short-term parameters are the net's last ones: a checkpoint saved without them keeps
-        # its optimizer's parameter ids (services.trainer.training adds them fresh).
+        # Registered last (after bn_heads, whose own short-term and optimistic heads are its last
+        # modules), so that these parameters are the net's last ones: a checkpoint saved without them
+        # keeps its optimizer's parameter ids (services.trainer.training adds them fresh).
         self.short_term_head = make_short_term_head(arch, short_term)
+        self.optimistic_policy_head = make_optimistic_policy_head(arch, optimistic_policy)
 
     @property
     def architecture(self) -> Architecture:
@@ -571,7 +604,9 @@ class KataGoNet(nn.Module):
         pooled, outcome, ownership_logits = self.value_head(x, geo)
         komi = global_inputs[:, self.komi_index] * 15.0  # the input holds komi / 15
         belief, gamma = self.score_belief_head(pooled, geo.area.squeeze(1), komi)
-        return assemble_outputs(self.policy_head.logits(p, g_pooled, geo), self.soft_policy_head(p, g_pooled, geo),
+        policy = self.policy_head.logits(p, g_pooled, geo)
+        return assemble_outputs(policy, self.soft_policy_head(p, g_pooled, geo),
+                                self.optimistic_policy_head(p, g_pooled, geo, policy[:, 0]),
                                 outcome, ownership_logits, belief, gamma, geo.mask, self.short_term_head(pooled))
 
     @torch.jit.unused
@@ -592,30 +627,35 @@ class KataGoNet(nn.Module):
 class HeadSet(nn.Module):
     """A second copy of every head (a one-batch-norm net's, trained behind the batch norm)."""
 
-    def __init__(self, arch: Architecture, short_term: bool = False) -> None:
+    def __init__(self, arch: Architecture, short_term: bool = False, optimistic_policy: bool = False) -> None:
         super().__init__()
         self.policy_head = PolicyHead(arch)
         self.value_head = ValueHead(arch)
         self.score_belief_head = ScoreBeliefHead(arch)
-        self.soft_policy_head = SoftPolicyHead(arch)
+        self.soft_policy_head = AuxiliaryPolicyHead(arch)
         self.short_term_head = make_short_term_head(arch, short_term)
+        self.optimistic_policy_head = make_optimistic_policy_head(arch, optimistic_policy)
 
     def forward(self, x: Tensor, komi: Tensor, geo: BoardGeometry) -> ModelOutputs:
         p, g_pooled = self.policy_head.features(x, geo)
         pooled, outcome, ownership_logits = self.value_head(x, geo)
         belief, gamma = self.score_belief_head(pooled, geo.area.squeeze(1), komi)
-        return assemble_outputs(self.policy_head.logits(p, g_pooled, geo), self.soft_policy_head(p, g_pooled, geo),
+        policy = self.policy_head.logits(p, g_pooled, geo)
+        return assemble_outputs(policy, self.soft_policy_head(p, g_pooled, geo),
+                                self.optimistic_policy_head(p, g_pooled, geo, policy[:, 0]),
                                 outcome, ownership_logits, belief, gamma, geo.mask, self.short_term_head(pooled))
 
 
-def assemble_outputs(policy: Tensor, soft_policy: Tensor, outcome: Tensor, ownership_logits: Tensor,
-                     belief: Tensor, gamma: Tensor, mask: Tensor, short_term: Tensor) -> ModelOutputs:
+def assemble_outputs(policy: Tensor, soft_policy: Tensor, optimistic_policy: Tensor, outcome: Tensor,
+                     ownership_logits: Tensor, belief: Tensor, gamma: Tensor, mask: Tensor,
+                     short_term: Tensor) -> ModelOutputs:
     """ModelOutputs from the heads' raw outputs (policy [B, 2, M]: own and opponent's)."""
     score_mean, score_stdev = score_mean_stdev(outcome)
     return ModelOutputs(
         policy_logits=policy[:, 0],
         opponent_policy_logits=policy[:, 1],
         soft_policy_logits=soft_policy,
+        optimistic_policy_logits=optimistic_policy,
         value_logits=outcome[:, 0:3],
         score_mean=score_mean,
         score_stdev=score_stdev,
@@ -635,21 +675,29 @@ class InferenceNet(nn.Module):
     forward(spatial [B,18,H,W], globals [B,10]) -> (policy [B,H*W+1], value [B,3],
     score [B,2] = (mean, stdev), ownership [B,H,W], uncertainty [B,2] = the short-term value and
     score error predictions, -1 each for a net without short-term heads); the signature of the
-    exported model.
+    exported model. The policy is the optimistic head's when `optimistic` (an attribute, so a
+    loaded export can be switched before use), the ordinary one otherwise.
     """
 
-    def __init__(self, net: KataGoNet) -> None:
+    def __init__(self, net: KataGoNet, optimistic: bool = False) -> None:
         super().__init__()
+        if optimistic and not net.optimistic_policy:
+            raise ValueError("this net has no optimistic policy head")
         self.trunk = net.trunk
         self.policy_head = net.policy_head
         self.value_head = net.value_head
         self.short_term_head = net.short_term_head
+        self.optimistic_policy_head = net.optimistic_policy_head
+        self.optimistic = optimistic
 
     def forward(self, spatial: Tensor, globals: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:  # noqa: A002
         check_inputs(spatial, globals)
         geo = board_geometry(spatial)
         x = self.trunk(spatial, globals, geo)
-        policy = self.policy_head(x, geo)[:, 0]
+        p, g_pooled = self.policy_head.features(x, geo)
+        policy = self.policy_head.logits(p, g_pooled, geo)[:, 0]
+        if self.optimistic:
+            policy = self.optimistic_policy_head(p, g_pooled, geo, policy)
         pooled, outcome, ownership_logits = self.value_head(x, geo)
         score = torch.stack(score_mean_stdev(outcome), dim=1)
         return policy, outcome[:, 0:3], score, torch.tanh(ownership_logits), self.short_term_head(pooled)[:, 2:4]
@@ -661,6 +709,7 @@ def parameter_count(model: nn.Module) -> int:
 
 SOFT_POLICY_PREFIX = "soft_policy_head."
 SHORT_TERM_PREFIXES = ("short_term_head.", "bn_heads.short_term_head.")
+OPTIMISTIC_POLICY_PREFIXES = ("optimistic_policy_head.", "bn_heads.optimistic_policy_head.")
 
 
 __all__ = [
