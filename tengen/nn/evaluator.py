@@ -78,6 +78,18 @@ def check_batch(spatial: np.ndarray, global_inputs: np.ndarray) -> tuple[np.ndar
     )
 
 
+def served_module(source: str | os.PathLike[str] | KataGoNet,
+                  policy: str) -> tuple[nn.Module, dict[str, Any], bool]:
+    """What an evaluator computes for `source`: an InferenceNet of a snapshot of the net (eval mode),
+    or the loaded export; its metadata ({} for a net); whether it serves the optimistic policy
+    (`policy`, one of tengen.nn.export.POLICIES)."""
+    if isinstance(source, KataGoNet):
+        optimistic = use_optimistic_policy(policy, source.optimistic_policy, "the net")
+        return InferenceNet(copy.deepcopy(source).cpu().eval(), optimistic), {}, optimistic
+    module, metadata = load_export(source)
+    return module, metadata, select_policy(module, metadata, policy, os.fspath(source))
+
+
 class TorchEvaluator:
     """Runs a net in this process on the CPU, without gradients.
 
@@ -92,16 +104,11 @@ class TorchEvaluator:
     def __init__(self, source: str | os.PathLike[str] | nn.Module, num_threads: int | None = None,
                  precision: str = "auto", policy: str = "normal") -> None:
         self.bf16 = resolve_precision(precision)
-        self.metadata: dict[str, Any] = {}
-        self.optimistic = False
-        if isinstance(source, KataGoNet):
-            self.optimistic = use_optimistic_policy(policy, source.optimistic_policy, "the net")
-            self.module: nn.Module = InferenceNet(copy.deepcopy(source).cpu(), self.optimistic)
-        elif isinstance(source, nn.Module):
-            self.module = source
+        self.module: nn.Module
+        if isinstance(source, nn.Module) and not isinstance(source, KataGoNet):
+            self.module, self.metadata, self.optimistic = source, {}, False
         else:
-            self.module, self.metadata = load_export(source)
-            self.optimistic = select_policy(self.module, self.metadata, policy, os.fspath(source))
+            self.module, self.metadata, self.optimistic = served_module(source, policy)
         self.module.eval()
         if num_threads is not None:
             if num_threads < 1:
@@ -149,13 +156,8 @@ class OpenVINOEvaluator:
         if num_threads is not None and num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
         self.bf16 = precision == "bf16" or (precision == "auto" and openvino_bf16())
-        self.metadata: dict[str, Any] = {}
-        if isinstance(source, KataGoNet):
-            self.optimistic = use_optimistic_policy(policy, source.optimistic_policy, "the net")
-            scripted = torch.jit.script(InferenceNet(copy.deepcopy(source).cpu().eval(), self.optimistic))
-        else:
-            scripted, self.metadata = load_export(source)
-            self.optimistic = select_policy(scripted, self.metadata, policy, os.fspath(source))
+        module, self.metadata, self.optimistic = served_module(source, policy)
+        scripted = module if isinstance(module, torch.jit.ScriptModule) else torch.jit.script(module)
         # Freezing folds the scripted module's eval-mode branches, which OpenVINO cannot convert.
         with no_openvino_telemetry():
             model = ov.convert_model(
