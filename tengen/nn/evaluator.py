@@ -78,14 +78,17 @@ def check_batch(spatial: np.ndarray, global_inputs: np.ndarray) -> tuple[np.ndar
     )
 
 
-def served_module(source: str | os.PathLike[str] | KataGoNet,
+def served_module(source: str | os.PathLike[str] | nn.Module,
                   policy: str) -> tuple[nn.Module, dict[str, Any], bool]:
-    """What an evaluator computes for `source`: an InferenceNet of a snapshot of the net (eval mode),
-    or the loaded export; its metadata ({} for a net); whether it serves the optimistic policy
-    (`policy`, one of tengen.nn.export.POLICIES)."""
+    """What an evaluator computes for `source`: an InferenceNet of a snapshot of a KataGoNet (eval
+    mode), any other module as it is, or the loaded export; its metadata ({} for a module); whether
+    it serves the optimistic policy (`policy`, one of tengen.nn.export.POLICIES; a module other
+    than a KataGoNet serves what it computes)."""
     if isinstance(source, KataGoNet):
         optimistic = use_optimistic_policy(policy, source.optimistic_policy, "the net")
         return InferenceNet(copy.deepcopy(source).cpu().eval(), optimistic), {}, optimistic
+    if isinstance(source, nn.Module):
+        return source, {}, False
     module, metadata = load_export(source)
     return module, metadata, select_policy(module, metadata, policy, os.fspath(source))
 
@@ -104,11 +107,7 @@ class TorchEvaluator:
     def __init__(self, source: str | os.PathLike[str] | nn.Module, num_threads: int | None = None,
                  precision: str = "auto", policy: str = "normal") -> None:
         self.bf16 = resolve_precision(precision)
-        self.module: nn.Module
-        if isinstance(source, nn.Module) and not isinstance(source, KataGoNet):
-            self.module, self.metadata, self.optimistic = source, {}, False
-        else:
-            self.module, self.metadata, self.optimistic = served_module(source, policy)
+        self.module, self.metadata, self.optimistic = served_module(source, policy)
         self.module.eval()
         if num_threads is not None:
             if num_threads < 1:
