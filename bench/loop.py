@@ -9,9 +9,12 @@ preset, with the same export through the in-process evaluator of the same runtim
 so neither side is slowed to make the ratio.
 
 The two take turns in rounds: while the runner in process plays, the selfplay service is stopped
-(SIGSTOP) and Triton idles; then the service runs again (SIGCONT) for a round. The service's
-positions come from its /metrics counter (counted as games finish), the runner's from its stats.
-positions/s is the median round's; ratio = loop / in process.
+(SIGSTOP) and Triton idles; then the service runs again (SIGCONT) for a round. Both sides count
+positions as moves are played, games in progress included: the service's /metrics counter
+tengen_selfplay_moves_total, the runner's stats (counting finished games only, as
+tengen_selfplay_positions_total does, moved a round's figure by whole cohorts of games, and no
+19x19 game of the paper preset ends within a round). positions/s is the median round's; ratio =
+loop / in process.
 """
 from __future__ import annotations
 
@@ -33,14 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default="cpu", help="preset of both paths (default cpu)")
     parser.add_argument("--seed", type=int, default=1, help="random seed of the net and the games (default 1)")
     parser.add_argument("--round", type=float, default=None, metavar="SECONDS",
-                        help="seconds per round and path (default: --seconds / 4, at least 20, so games finish "
-                             "within a round at the bigger presets)")
+                        help="seconds per round and path (default: --seconds / 4, at least 20)")
 
 
 def _positions(metrics_url: str) -> float | None:
+    """Moves the selfplay service has played, those of games in progress included."""
     from tengen.run.status import scrape
 
-    return scrape(metrics_url).get("tengen_selfplay_positions_total")
+    return scrape(metrics_url).get("tengen_selfplay_moves_total")
 
 
 def _wait(condition, timeout_s: float, what: str, proc: subprocess.Popen, log: Path) -> None:
@@ -68,8 +71,8 @@ def run(args: argparse.Namespace) -> dict:
     config = load_config(args.preset)
     name = config.run.model_name
     cores = os.cpu_count() or 1
-    # Both paths play for a whole round at a time; a round needs games finishing for the service's
-    # counter, so it is at least 20 s unless given.
+    # Both paths play for a whole round at a time, at least 20 s unless given (a shorter round is
+    # mostly noise on a shared box).
     round_s = args.round if args.round is not None else max(20.0, args.seconds / (2 * MIN_ROUNDS))
     if not round_s > 0:
         raise SystemExit("--round must be positive")
@@ -104,8 +107,8 @@ def run(args: argparse.Namespace) -> dict:
                     [sys.executable, "-m", "services.selfplay", "--preset", args.preset, "--worker-id", "0",
                      "--http-port", str(http_port)], env=env, stdout=log_file, stderr=subprocess.STDOUT)
             metrics = f"http://127.0.0.1:{http_port}/metrics"
-            print("broker, Triton and the selfplay service up; waiting for its first games ...", flush=True)
-            _wait(lambda: (_positions(metrics) or 0) > 0, 600, "the service's first games", selfplay, log)
+            print("broker, Triton and the selfplay service up; waiting for its first moves ...", flush=True)
+            _wait(lambda: (_positions(metrics) or 0) > 0, 600, "the service's first moves", selfplay, log)
 
             torch.set_num_threads(cores)
             runner = SelfplayRunner.from_config(config, make_evaluator(export, cores), seed=args.seed)

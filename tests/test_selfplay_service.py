@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import torch
 from kafka import KafkaConsumer
+from prometheus_client import generate_latest
 
 from services.selfplay.__main__ import main
 from services.selfplay.service import SelfplayService, check_worker_id, default_worker_id
@@ -172,6 +173,26 @@ def test_a_stall_is_no_new_positions_not_no_evaluations() -> None:
     assert not ok and "no new position for 60 s" in line, line
     service._runner.stats.moves += 1
     assert service._health()[0] and service.moves_played() == 2
+
+
+def test_moves_metric_counts_games_in_progress_and_never_goes_back() -> None:
+    """/metrics' tengen_selfplay_moves_total (what `tengen bench loop` times) counts each move as it
+    is played, before its game ends, and keeps the moves of a runner that ended."""
+    service = SelfplayService(load_config("tiny"), worker_id="w")
+
+    def scraped() -> float:
+        text = generate_latest(service.metrics.registry).decode()
+        return float(re.search(r"^tengen_selfplay_moves_total (\S+)$", text, re.M).group(1))
+
+    assert scraped() == 0.0
+    runner = SimpleNamespace(stats=RunnerStats())
+    service._runner = runner
+    runner.stats.moves += 7  # games still in progress: no game finished, positions_total stays 0
+    assert scraped() == 7.0 and service.metrics.positions._value.get() == 0
+    service._runner_ended(runner)
+    assert scraped() == 7.0
+    service._runner = SimpleNamespace(stats=RunnerStats(moves=3))
+    assert scraped() == 10.0
 
 
 # -- end to end ------------------------------------------------------------------------------------

@@ -56,6 +56,8 @@ from typing import Any, Callable
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from tengen.config import Config
 from tengen.data.record_sgf import write_record_sgf
@@ -140,6 +142,19 @@ class Metrics:
                              registry=r)
 
 
+class MovesCollector(Collector):
+    """`tengen_selfplay_moves_total`: moves played so far, those of games in progress included, read
+    when scraped. `tengen_selfplay_positions_total` grows only as games finish, in steps of whole
+    games: too coarse to time self-play over seconds (`tengen bench loop`) or at 19x19."""
+
+    def __init__(self, moves_played: Callable[[], int]) -> None:
+        self.moves_played = moves_played
+
+    def collect(self):
+        yield CounterMetricFamily("tengen_selfplay_moves", "Moves played, those of games in progress included",
+                                  value=self.moves_played())
+
+
 class SelfplayService:
     """One selfplay worker; `run(stop)` plays until `stop` is set or `games` games are done."""
 
@@ -177,6 +192,7 @@ class SelfplayService:
         self.stall_s = stall_s
         self._clock = clock
         self._progress = (-1, clock())  # (most moves /healthz has seen played, when that grew)
+        self.metrics.registry.register(MovesCollector(self.moves_played))
 
     # -- the service ----------------------------------------------------------------------------
 
@@ -252,7 +268,8 @@ class SelfplayService:
                                                 id_prefix=f"{self.run_id}-{segment}",
                                                 model_version=evaluator.version or 0)
             segment += 1
-            self._runner = runner
+            with self._lock:
+                self._runner = runner
             self.state = "playing"
             self.metrics.playing.set(1)
             cache_version = evaluator.version
@@ -459,18 +476,20 @@ class SelfplayService:
             evaluations, batches = self.evaluations_done, self.batches_done
 
     def moves_played(self) -> int:
-        """Moves played since the start, those of games still in progress (or dropped) included."""
-        before = self.moves_before  # read first: _runner_ended clears _runner before adding to it,
-        runner = self._runner  # so a runner's moves are never counted twice (only briefly not at all)
-        return before + (runner.stats.moves if runner is not None else 0)
+        """Moves played since the start, those of games still in progress (or dropped) included.
+        Never lower than an earlier answer: it is /metrics' counter tengen_selfplay_moves_total."""
+        with self._lock:  # a runner's moves move from _runner to moves_before in one step
+            runner = self._runner
+            return self.moves_before + (runner.stats.moves if runner is not None else 0)
 
     def _runner_ended(self, runner: SelfplayRunner) -> None:
-        self._runner = None
-        self.moves_before += runner.stats.moves
+        with self._lock:
+            self._runner = None
+            self.moves_before += runner.stats.moves
 
     def _health(self) -> tuple[bool, str]:
         moves, now = self.moves_played(), self._clock()
-        if moves > self._progress[0]:  # (briefly lower while a runner ends: not progress)
+        if moves > self._progress[0]:
             self._progress = (moves, now)
         idle = now - self._progress[1]
         if idle >= self.stall_s:
