@@ -52,7 +52,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -150,7 +150,7 @@ class MovesCollector(Collector):
     def __init__(self, moves_played: Callable[[], int]) -> None:
         self.moves_played = moves_played
 
-    def collect(self):
+    def collect(self) -> Iterator[CounterMetricFamily]:
         yield CounterMetricFamily("tengen_selfplay_moves", "Moves played, those of games in progress included",
                                   value=self.moves_played())
 
