@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
+import time
 from dataclasses import dataclass
 from multiprocessing import shared_memory
+from pathlib import Path
 
 import numpy as np
 
@@ -85,3 +88,68 @@ class ShmRegion:
             self._shm.close()
             self._shm.unlink()
             self._shm = None
+
+
+SHM_DIR = Path("/dev/shm")
+_CLIENT_REGION = re.compile(r"tengen-(\d+)-\d+")
+STUB_REGION_PREFIX = "triton_python_backend_shm_region_"  # Triton's Python backend, one per stub
+ORPHAN_AGE_S = 60.0  # a stub maps its region as it makes it; an older unmapped one is left over
+
+
+def _triton_alive() -> bool:
+    """Whether a tritonserver or Python backend stub runs on this host (True when unsure)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except FileNotFoundError:  # gone meanwhile
+            continue
+        except OSError:
+            return True
+        if b"tritonserver" in cmdline or b"triton_python_backend_stub" in cmdline:
+            return True
+    return False
+
+
+def remove_orphaned_regions(directory: Path = SHM_DIR, now: float | None = None) -> list[str]:
+    """Unlink the regions that SIGKILLed processes left in /dev/shm, where nothing unlinks them:
+    a client's `tengen-<pid>-<n>` whose process is gone, and a Triton Python stub's region older
+    than ORPHAN_AGE_S while no tritonserver or stub runs on this host (a region's owner cannot be
+    told from its name, and another server's stub may be using it). `directory` is /dev/shm but
+    in tests. Returns the names removed."""
+    removed: list[str] = []
+    now = time.time() if now is None else now
+    triton_alive: bool | None = None
+    try:
+        entries = sorted(directory.iterdir())
+    except OSError:
+        return removed
+    for path in entries:
+        match = _CLIENT_REGION.fullmatch(path.name)
+        if match:
+            try:
+                os.kill(int(match.group(1)), 0)
+                continue  # alive (or another user's pid: not ours to judge)
+            except ProcessLookupError:
+                pass
+            except OSError:
+                continue
+        elif path.name.startswith(STUB_REGION_PREFIX):
+            try:
+                if now - path.stat().st_mtime < ORPHAN_AGE_S:
+                    continue
+            except OSError:
+                continue
+            if triton_alive is None:
+                triton_alive = _triton_alive()
+            if triton_alive:
+                continue
+        else:
+            continue
+        try:
+            path.unlink()
+            removed.append(path.name)
+        except OSError:
+            pass
+    return removed

@@ -44,7 +44,7 @@ from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
 from tengen.infra.broker import free_port
 from tengen.infra.files import fsync_dir
 from tengen.infra.process import kill_process, stop_process
-from tengen.infra.shm import ShmRegion
+from tengen.infra.shm import ShmRegion, remove_orphaned_regions
 from tengen.nn.evaluator import PRECISIONS, RUNTIMES, check_batch
 from tengen.nn.export import OUTPUT_NAMES, complete_outputs, export_onnx
 
@@ -391,6 +391,9 @@ class LocalTriton:
             # The Python backend stub runs in this environment; with numpy 2 it returns empty outputs.
             raise TritonError(f"numpy {np.__version__} in {sys.prefix}: the Triton Python backend needs numpy < 2")
         server = prepare_server_tree(self.workdir / "tritonserver")
+        orphans = remove_orphaned_regions()  # what a SIGKILLed Triton or client could not unlink
+        if orphans:
+            log.info("removed %d shared-memory regions left in /dev/shm by killed processes", len(orphans))
         cmd = [
             str(server / "bin" / "tritonserver"),
             f"--model-repository={self.repository}",
