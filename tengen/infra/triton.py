@@ -330,6 +330,13 @@ def server_env() -> dict[str, str]:
     return env
 
 
+def _remove_orphaned_regions() -> None:
+    """What SIGKILLed Tritons, stubs or clients left in /dev/shm (they cannot unlink it themselves)."""
+    orphans = remove_orphaned_regions()
+    if orphans:
+        log.info("removed %d shared-memory regions left in /dev/shm by killed processes", len(orphans))
+
+
 class LocalTriton:
     """One tritonserver process (explicit model control) on free HTTP/gRPC/metrics ports."""
 
@@ -391,9 +398,7 @@ class LocalTriton:
             # The Python backend stub runs in this environment; with numpy 2 it returns empty outputs.
             raise TritonError(f"numpy {np.__version__} in {sys.prefix}: the Triton Python backend needs numpy < 2")
         server = prepare_server_tree(self.workdir / "tritonserver")
-        orphans = remove_orphaned_regions()  # what a SIGKILLed Triton or client could not unlink
-        if orphans:
-            log.info("removed %d shared-memory regions left in /dev/shm by killed processes", len(orphans))
+        _remove_orphaned_regions()
         cmd = [
             str(server / "bin" / "tritonserver"),
             f"--model-repository={self.repository}",
@@ -444,6 +449,7 @@ class LocalTriton:
         log.info("Triton stopped (exit code %s)", proc.returncode)
         self._proc = None
         self._close_log()
+        _remove_orphaned_regions()
 
     def kill(self) -> None:
         """SIGKILL the server and its backend stubs at once (to test clients against a crash)."""
