@@ -10,11 +10,10 @@ so neither side is slowed to make the ratio.
 
 The two take turns in rounds: while the runner in process plays, the selfplay service is stopped
 (SIGSTOP) and Triton idles; then the service runs again (SIGCONT) for a round. Both sides count
-positions as moves are played, games in progress included: the service's /metrics counter
-tengen_selfplay_moves_total, the runner's stats (counting finished games only, as
-tengen_selfplay_positions_total does, moved a round's figure by whole cohorts of games, and no
-19x19 game of the paper preset ends within a round). positions/s is the median round's; ratio =
-loop / in process.
+positions as moves are played, games in progress included: the service by its /metrics counter
+tengen_selfplay_moves_total, the runner by its stats. (Counting the service's finished games,
+tengen_selfplay_positions_total, moved a round's figure by whole cohorts of games.) positions/s
+is the median round's; ratio = loop / in process.
 """
 from __future__ import annotations
 

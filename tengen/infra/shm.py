@@ -21,6 +21,7 @@ import numpy as np
 from tengen.go.planes import MAX_BOARD, NUM_GLOBAL, NUM_SPATIAL
 
 FLOAT_BYTES = 4
+CLIENT_REGION_PREFIX = "tengen-"  # then the client's pid and a count
 _IDS = itertools.count()
 
 
@@ -47,7 +48,7 @@ class ShmRegion:
     the server knows it (a restarted server forgets its regions)."""
 
     def __init__(self, max_batch: int) -> None:
-        self.name = f"tengen-{os.getpid()}-{next(_IDS)}"
+        self.name = f"{CLIENT_REGION_PREFIX}{os.getpid()}-{next(_IDS)}"
         outputs = sum(int(np.prod(shape)) for shape in output_shapes(1, MAX_BOARD, MAX_BOARD).values())
         per_position = NUM_SPATIAL * MAX_BOARD * MAX_BOARD + NUM_GLOBAL + outputs
         self.byte_size = max_batch * per_position * FLOAT_BYTES
@@ -91,9 +92,9 @@ class ShmRegion:
 
 
 SHM_DIR = Path("/dev/shm")
-_CLIENT_REGION = re.compile(r"tengen-(\d+)-\d+")
+_CLIENT_REGION = re.compile(re.escape(CLIENT_REGION_PREFIX) + r"(\d+)-\d+")
 STUB_REGION_PREFIX = "triton_python_backend_shm_region_"  # Triton's Python backend, one per stub
-ORPHAN_AGE_S = 60.0  # a stub maps its region as it makes it; an older unmapped one is left over
+ORPHAN_AGE_S = 60.0  # younger stub regions are spared: a stub may be starting as no Triton shows yet
 
 
 def _triton_alive() -> bool:
@@ -112,14 +113,14 @@ def _triton_alive() -> bool:
     return False
 
 
-def remove_orphaned_regions(directory: Path = SHM_DIR, now: float | None = None) -> list[str]:
+def remove_orphaned_regions(directory: Path = SHM_DIR) -> list[str]:
     """Unlink the regions that SIGKILLed processes left in /dev/shm, where nothing unlinks them:
     a client's `tengen-<pid>-<n>` whose process is gone, and a Triton Python stub's region older
     than ORPHAN_AGE_S while no tritonserver or stub runs on this host (a region's owner cannot be
     told from its name, and another server's stub may be using it). `directory` is /dev/shm but
     in tests. Returns the names removed."""
     removed: list[str] = []
-    now = time.time() if now is None else now
+    now = time.time()
     triton_alive: bool | None = None
     try:
         entries = sorted(directory.iterdir())
