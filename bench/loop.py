@@ -10,10 +10,12 @@ so neither side is slowed to make the ratio.
 
 The two take turns in rounds: while the runner in process plays, the selfplay service is stopped
 (SIGSTOP) and Triton idles; then the service runs again (SIGCONT) for a round. Both sides count
-positions as moves are played, games in progress included: the service by its /metrics counter
-tengen_selfplay_moves_total, the runner by its stats. (Counting the service's finished games,
-tengen_selfplay_positions_total, moved a round's figure by whole cohorts of games.) positions/s
-is the median round's; ratio = loop / in process.
+positions as moves are played, games in progress included, and the positions the net evaluated as
+batches are answered: the service by its /metrics counters tengen_selfplay_moves_total and
+tengen_selfplay_evaluations_total, the runner by its stats. (Counting the service's finished games,
+tengen_selfplay_positions_total, moved a round's figure by whole cohorts of games.) Each figure is
+the median round's; ratio = loop / in process. Evaluations/s is the finer figure where a round
+sees few moves (the paper preset on a CPU: one move of its 256 games is ~150k evaluations).
 """
 from __future__ import annotations
 
@@ -38,11 +40,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds per round and path (default: --seconds / 4, at least 20)")
 
 
-def _positions(metrics_url: str) -> float | None:
-    """Moves the selfplay service has played, those of games in progress included."""
+def _progress(metrics_url: str) -> tuple[float, float] | None:
+    """(moves played, positions evaluated) by the selfplay service, games in progress included;
+    None while its /metrics cannot be read."""
     from tengen.run.status import scrape
 
-    return scrape(metrics_url).get("tengen_selfplay_moves_total")
+    metrics = scrape(metrics_url)
+    moves, evaluations = metrics.get("tengen_selfplay_moves_total"), metrics.get("tengen_selfplay_evaluations_total")
+    return None if moves is None or evaluations is None else (moves, evaluations)
 
 
 def _wait(condition, timeout_s: float, what: str, proc: subprocess.Popen, log: Path) -> None:
@@ -106,28 +111,31 @@ def run(args: argparse.Namespace) -> dict:
                     [sys.executable, "-m", "services.selfplay", "--preset", args.preset, "--worker-id", "0",
                      "--http-port", str(http_port)], env=env, stdout=log_file, stderr=subprocess.STDOUT)
             metrics = f"http://127.0.0.1:{http_port}/metrics"
-            print("broker, Triton and the selfplay service up; waiting for its first moves ...", flush=True)
-            _wait(lambda: (_positions(metrics) or 0) > 0, 600, "the service's first moves", selfplay, log)
+            print("broker, Triton and the selfplay service up; waiting for its first evaluations ...", flush=True)
+            _wait(lambda: (_progress(metrics) or (0, 0))[1] > 0, 600, "the service's first evaluations", selfplay, log)
 
             torch.set_num_threads(cores)
             runner = SelfplayRunner.from_config(config, make_evaluator(export, cores), seed=args.seed)
-            loop_rates: list[float] = []
-            local_rates: list[float] = []
+            # Per round: (positions/s, evaluations/s) of the loop and of the runner in process.
+            loop_rates: list[tuple[float, float]] = []
+            local_rates: list[tuple[float, float]] = []
             start = time.monotonic()
             while len(loop_rates) < MIN_ROUNDS or time.monotonic() - start < args.seconds:
-                before, then = _positions(metrics), time.monotonic()
+                before, then = _progress(metrics), time.monotonic()
                 time.sleep(round_s)
-                after, now = _positions(metrics), time.monotonic()
+                after, now = _progress(metrics), time.monotonic()
                 if before is None or after is None:
                     raise SystemExit(f"cannot read the selfplay service's metrics at {metrics}; log {log}")
-                loop_rates.append((after - before) / (now - then))
+                loop_rates.append(((after[0] - before[0]) / (now - then), (after[1] - before[1]) / (now - then)))
                 selfplay.send_signal(signal.SIGSTOP)
                 try:
-                    local_rates.append(runner.play_for(round_s)["moves_per_s"])
+                    stats = runner.play_for(round_s)
                 finally:
                     selfplay.send_signal(signal.SIGCONT)
-                print(f"  round {len(loop_rates)}: loop {loop_rates[-1]:.1f} positions/s, "
-                      f"in process {local_rates[-1]:.1f}", flush=True)
+                local_rates.append((stats["moves_per_s"], stats["leaves_per_s"]))
+                print(f"  round {len(loop_rates)}: loop {loop_rates[-1][0]:.1f} positions/s, "
+                      f"{loop_rates[-1][1]:.0f} evals/s; in process {local_rates[-1][0]:.1f} positions/s, "
+                      f"{local_rates[-1][1]:.0f} evals/s", flush=True)
         finally:
             if selfplay is not None:
                 selfplay.send_signal(signal.SIGCONT)
@@ -139,9 +147,15 @@ def run(args: argparse.Namespace) -> dict:
                     selfplay.wait()
             triton.stop()
             broker.stop()
-    loop, local = statistics.median(loop_rates), statistics.median(local_rates)
-    print(f"loop {loop:.1f} positions/s, in process {local:.1f}: the loop keeps {loop / local:.2f} of it", flush=True)
+    loop, local = (statistics.median(r[0] for r in rates) for rates in (loop_rates, local_rates))
+    loop_evals, local_evals = (statistics.median(r[1] for r in rates) for rates in (loop_rates, local_rates))
+    # No move or evaluation in the runner's rounds (the paper preset's first moves on a CPU): no ratio.
+    ratio = round(loop / local, 3) if local > 0 else None
+    evals_ratio = round(loop_evals / local_evals, 3) if local_evals > 0 else None
+    print(f"loop {loop:.1f} positions/s, in process {local:.1f}: the loop keeps {ratio} of it; "
+          f"evals/s {loop_evals:.0f} against {local_evals:.0f}: {evals_ratio}", flush=True)
     return {"preset": args.preset, "arch": config.trainer.arch, "games_in_parallel": config.selfplay.games_in_parallel,
             "triton_instances": config.triton.instances, "rounds": len(loop_rates), "round_s": round_s,
             "loop_positions_per_s": round(loop, 1), "in_process_positions_per_s": round(local, 1),
-            "ratio_loop_vs_in_process": round(loop / local, 3)}
+            "ratio_loop_vs_in_process": ratio, "loop_evals_per_s": round(loop_evals),
+            "in_process_evals_per_s": round(local_evals), "evals_ratio_loop_vs_in_process": evals_ratio}

@@ -26,6 +26,11 @@ def test_bench_loop_prints_both_paths_and_their_ratio() -> None:
     loop, local = figures["loop_positions_per_s"], figures["in_process_positions_per_s"]
     assert loop > 0 and local > 0  # the service's moves reached its counter while it ran
     assert abs(figures["ratio_loop_vs_in_process"] - loop / local) <= 0.01 * loop / local
+    loop_evals, local_evals = figures["loop_evals_per_s"], figures["in_process_evals_per_s"]
+    # Each position played cost the net at least one evaluation, at most the 16 visits of tiny's search
+    # (the NN cache answers the rest), on both paths.
+    assert loop <= loop_evals <= 16 * loop and local <= local_evals <= 16 * local
+    assert abs(figures["evals_ratio_loop_vs_in_process"] - loop_evals / local_evals) <= 0.01 * loop_evals / local_evals
     assert sum(line.startswith("  round ") for line in lines) == figures["rounds"]
     assert figures["round_s"] == 2.0
 
@@ -54,7 +59,7 @@ def test_sigterm_stops_the_servers_and_removes_the_data_dir() -> None:
         for line in bench.stdout:
             match = re.search(r"data dir (\S+)", line)
             data_dir = data_dir or (match.group(1) if match else None)
-            if "waiting for its first moves" in line:
+            if "waiting for its first evaluations" in line:
                 break
         assert data_dir is not None and _processes_mentioning(data_dir), "the bench never started its services"
         bench.send_signal(signal.SIGTERM)

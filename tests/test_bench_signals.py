@@ -102,6 +102,6 @@ def test_bench_loop_stops_its_servers_on_sigint(tmp_path: Path, moment: str) -> 
     # test_triton_interrupted_while_starting_stops_itself.)
     moments = [("tritonserver", lambda found, log: has("bin/tritonserver")(found))]
     if moment == "selfplay up":
-        moments.append(("selfplay service", lambda found, log: "waiting for its first moves" in log))
+        moments.append(("selfplay service", lambda found, log: "waiting for its first evaluations" in log))
     interrupt_bench(tmp_path, ["loop", "--preset", "tiny", "--seconds", "600"], moments, signal.SIGINT,
                     "tengen-bench-loop-")

@@ -172,27 +172,31 @@ def test_a_stall_is_no_new_positions_not_no_evaluations() -> None:
     ok, line = service._health()
     assert not ok and "no new position for 60 s" in line, line
     service._runner.stats.moves += 1
-    assert service._health()[0] and service.moves_played() == 2
+    assert service._health()[0] and service.progress()[0] == 2
 
 
-def test_moves_metric_counts_games_in_progress_and_never_goes_back() -> None:
-    """/metrics' tengen_selfplay_moves_total (what `tengen bench loop` times) counts each move as it
-    is played, before its game ends, and keeps the moves of a runner that ended."""
+def test_progress_metrics_count_games_in_progress_and_never_go_back() -> None:
+    """/metrics' tengen_selfplay_moves_total, _evaluations_total and _batches_total (what `tengen
+    bench loop` times) count as moves are played and batches answered, before their game ends, and
+    keep the counts of a runner that ended."""
     service = SelfplayService(load_config("tiny"), worker_id="w")
 
-    def scraped() -> float:
+    def scraped() -> tuple[float, ...]:
         text = generate_latest(service.metrics.registry).decode()
-        return float(re.search(r"^tengen_selfplay_moves_total (\S+)$", text, re.M).group(1))
+        return tuple(float(re.search(rf"^tengen_selfplay_{name}_total (\S+)$", text, re.M).group(1))
+                     for name in ("moves", "evaluations", "batches"))
 
-    assert scraped() == 0.0
+    assert scraped() == (0.0, 0.0, 0.0)
     runner = SimpleNamespace(stats=RunnerStats())
     service._runner = runner
     runner.stats.moves += 7  # games still in progress: no game finished, positions_total stays 0
-    assert scraped() == 7.0 and service.metrics.positions._value.get() == 0
+    runner.stats.leaves += 96
+    runner.stats.batches += 3
+    assert scraped() == (7.0, 96.0, 3.0) and service.metrics.positions._value.get() == 0
     service._runner_ended(runner)
-    assert scraped() == 7.0
-    service._runner = SimpleNamespace(stats=RunnerStats(moves=3))
-    assert scraped() == 10.0
+    assert scraped() == (7.0, 96.0, 3.0)
+    service._runner = SimpleNamespace(stats=RunnerStats(moves=3, leaves=40, batches=1))
+    assert scraped() == (10.0, 136.0, 4.0)
 
 
 # -- end to end ------------------------------------------------------------------------------------

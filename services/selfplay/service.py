@@ -122,10 +122,6 @@ class Metrics:
                             registry=r)
         self.resent = Gauge("tengen_selfplay_resent_games", "Acknowledged games sent again after a broker lost them",
                             registry=r)
-        # The inference path's load: positions the net evaluated and the batches they went in.
-        self.evaluations = Counter("tengen_selfplay_evaluations", "Positions sent to the net (search leaves)",
-                                   registry=r)
-        self.batches = Counter("tengen_selfplay_batches", "Batches sent to the net", registry=r)
         self.evaluations_per_s = Gauge("tengen_selfplay_evaluations_per_second",
                                        "Positions sent to the net per second over the last interval", registry=r)
         self.mean_batch = Gauge("tengen_selfplay_mean_batch", "Positions per batch over the last interval",
@@ -142,17 +138,23 @@ class Metrics:
                              registry=r)
 
 
-class MovesCollector(Collector):
-    """`tengen_selfplay_moves_total`: moves played so far, those of games in progress included, read
-    when scraped. `tengen_selfplay_positions_total` grows only as games finish, in steps of whole
-    games: too coarse to time self-play over seconds (`tengen bench loop`) or at 19x19."""
+class ProgressCollector(Collector):
+    """Counters read from the runner when scraped, those of games in progress included:
+    `tengen_selfplay_moves_total` (moves played), `tengen_selfplay_evaluations_total` (positions the
+    net evaluated, the inference path's load) and `tengen_selfplay_batches_total` (the batches they
+    went in). The counters of finished games (`tengen_selfplay_positions_total`) grow in steps of
+    whole games: too coarse to time self-play over seconds (`tengen bench loop`) or at 19x19."""
 
-    def __init__(self, moves_played: Callable[[], int]) -> None:
-        self.moves_played = moves_played
+    def __init__(self, progress: Callable[[], tuple[int, int, int]]) -> None:
+        self.progress = progress
 
     def collect(self) -> Iterator[CounterMetricFamily]:
+        moves, evaluations, batches = self.progress()
         yield CounterMetricFamily("tengen_selfplay_moves", "Moves played, those of games in progress included",
-                                  value=self.moves_played())
+                                  value=moves)
+        yield CounterMetricFamily("tengen_selfplay_evaluations", "Positions sent to the net (search leaves)",
+                                  value=evaluations)
+        yield CounterMetricFamily("tengen_selfplay_batches", "Batches sent to the net", value=batches)
 
 
 class SelfplayService:
@@ -179,9 +181,8 @@ class SelfplayService:
         self.state = "starting"
         self.games_done = 0  # handed to the producer
         self.positions_done = 0
-        self.evaluations_done = 0  # positions the net evaluated, in batches_done batches
-        self.batches_done = 0
-        self.moves_before = 0  # moves played by the runners that have ended (each runner counts from 0)
+        # (moves, evaluations, batches) of the runners that have ended (each runner counts from 0)
+        self._ended = (0, 0, 0)
         self.version = 0  # the model version requested from Triton (0 before the first)
         self._sample = np.random.default_rng(self.seed)
         self._lock = threading.Lock()
@@ -192,7 +193,7 @@ class SelfplayService:
         self.stall_s = stall_s
         self._clock = clock
         self._progress = (-1, clock())  # (most moves /healthz has seen played, when that grew)
-        self.metrics.registry.register(MovesCollector(self.moves_played))
+        self.metrics.registry.register(ProgressCollector(self.progress))
 
     # -- the service ----------------------------------------------------------------------------
 
@@ -273,10 +274,8 @@ class SelfplayService:
             self.state = "playing"
             self.metrics.playing.set(1)
             cache_version = evaluator.version
-            counted = (0, 0)  # the runner's (leaves, batches) already in the metrics
             try:
                 for record in runner.run(remaining, stop=stop):
-                    counted = self._count_evaluations(runner, counted)
                     if evaluator.version != cache_version:  # the runner is paused here: safe to clear
                         # Games played from here on use the new version's evaluations only; one
                         # answered wholly from the cache still carries the version that filled it.
@@ -293,19 +292,10 @@ class SelfplayService:
                     stop.wait(delay)
             finally:
                 self.metrics.playing.set(0)
-                self._count_evaluations(runner, counted)  # also those of the games dropped
                 self._runner_ended(runner)
                 with self._lock:
                     self._evaluator = None
                 evaluator.close()
-
-    def _count_evaluations(self, runner: SelfplayRunner, counted: tuple[int, int]) -> tuple[int, int]:
-        leaves, batches = runner.stats.leaves, runner.stats.batches
-        self.metrics.evaluations.inc(leaves - counted[0])
-        self.metrics.batches.inc(batches - counted[1])
-        self.evaluations_done += leaves - counted[0]
-        self.batches_done += batches - counted[1]
-        return leaves, batches
 
     def _enough(self) -> bool:
         return self.games_wanted is not None and self.games_done >= self.games_wanted
@@ -453,14 +443,15 @@ class SelfplayService:
 
     def _report(self, stop: threading.Event) -> None:
         games, positions, last = self.games_done, self.positions_done, time.monotonic()
-        evaluations, batches = self.evaluations_done, self.batches_done
+        _, evaluations, batches = self.progress()
         while not stop.wait(self.log_every_s):
             now = time.monotonic()
             elapsed = max(now - last, 1e-9)
             games_rate = (self.games_done - games) / elapsed
             positions_rate = (self.positions_done - positions) / elapsed
-            evaluations_rate = (self.evaluations_done - evaluations) / elapsed
-            mean_batch = (self.evaluations_done - evaluations) / max(self.batches_done - batches, 1)
+            _, evaluations_now, batches_now = self.progress()
+            evaluations_rate = (evaluations_now - evaluations) / elapsed
+            mean_batch = (evaluations_now - evaluations) / max(batches_now - batches, 1)
             self.metrics.games_per_s.set(games_rate)
             self.metrics.positions_per_s.set(positions_rate)
             self.metrics.evaluations_per_s.set(evaluations_rate)
@@ -473,22 +464,27 @@ class SelfplayService:
             else:
                 log.info("selfplay: %s (%d games so far)", self.state, self.games_done)
             games, positions, last = self.games_done, self.positions_done, now
-            evaluations, batches = self.evaluations_done, self.batches_done
+            evaluations, batches = evaluations_now, batches_now
 
-    def moves_played(self) -> int:
-        """Moves played since the start, those of games still in progress (or dropped) included.
-        Never lower than an earlier answer: it is /metrics' counter tengen_selfplay_moves_total."""
-        with self._lock:  # a runner's moves move from _runner to moves_before in one step
+    def progress(self) -> tuple[int, int, int]:
+        """(moves played, positions evaluated, batches) since the start, those of games still in
+        progress (or dropped) included. Never lower than an earlier answer: /metrics' counters."""
+        with self._lock:  # a runner's counts move from _runner to _ended in one step
             runner = self._runner
-            return self.moves_before + (runner.stats.moves if runner is not None else 0)
+            if runner is None:
+                return self._ended
+            stats = runner.stats
+            return (self._ended[0] + stats.moves, self._ended[1] + stats.leaves, self._ended[2] + stats.batches)
 
     def _runner_ended(self, runner: SelfplayRunner) -> None:
         with self._lock:
             self._runner = None
-            self.moves_before += runner.stats.moves
+            stats = runner.stats
+            self._ended = (self._ended[0] + stats.moves, self._ended[1] + stats.leaves,
+                           self._ended[2] + stats.batches)
 
     def _health(self) -> tuple[bool, str]:
-        moves, now = self.moves_played(), self._clock()
+        moves, now = self.progress()[0], self._clock()
         if moves > self._progress[0]:
             self._progress = (moves, now)
         idle = now - self._progress[1]

@@ -133,7 +133,8 @@ class TrainerService:
                 self.last_tick = time.monotonic()
                 training = self.learner.can_train()
                 # A poll without waiting cannot complete a group join (several round trips): a
-                # restarted trainer with training to do once ingested nothing for 95 s.
+                # restarted trainer with training to do once ingested nothing for 95 s, and one
+                # whose commit failed after a broker restart (the group had forgotten it) for 110 s.
                 records = consumer.poll(timeout_s=0.0 if training and consumer.assigned else 0.5)
                 if records:
                     stats = ingest(records, self.window, producer)

@@ -505,6 +505,7 @@ class GroupConsumer:
         )
         self._backoff = backoff or Backoff(0.2, 10.0)
         self._consumer: KafkaConsumer | None = None
+        self._last_reset_check = time.monotonic()
         self._was_connected = True
         self._last_probe = 0.0
 
@@ -538,12 +539,30 @@ class GroupConsumer:
             time.sleep(delay)
             return []
         self._report_connectivity(bool(batches))
+        if not batches and self._log_reset(consumer):
+            self._reset()  # the next poll's fresh consumer joins and reads from the committed offsets
+            return []
         records: list[ConsumerRecord] = []
         for tp in sorted(batches, key=lambda t: (t.topic, t.partition)):
             records.extend(batches[tp])
         if records:
             self._backoff.reset()
         return records
+
+    def _log_reset(self, consumer: KafkaConsumer) -> bool:
+        """Every LOG_RESET_CHECK_S of polls without records: whether the broker restarted with an
+        empty log. Its log then ends before this member's position and, unless a join resets the
+        position, the member fetches nothing until the new log passes it, then skips what came
+        before (a trainer once waited 70 s and lost 9 acknowledged games so)."""
+        now = time.monotonic()
+        if now - self._last_reset_check < LOG_RESET_CHECK_S:
+            return False
+        self._last_reset_check = now
+        try:
+            return _log_was_reset(consumer)
+        except kerr.KafkaError as exc:  # the broker away: the next check asks again
+            log.debug("kafka: log-reset check for group %s failed: %r", self.group_id, exc)
+            return False
 
     @property
     def assigned(self) -> bool:
@@ -586,6 +605,10 @@ class GroupConsumer:
             consumer.commit({tp: OffsetAndMetadata(c.offset, "", c.leader_epoch) for tp, c in offsets.items()})
         except kerr.KafkaError as exc:
             log.warning("kafka: commit for group %s failed (%r); records will be redelivered", self.group_id, exc)
+            # A rebalance, or a group that forgot this member (a restarted broker, an expired session):
+            # kafka-python kept the old assignment and, polled without waiting, never joined again
+            # (a trainer ingested nothing for 110 s so). A fresh consumer joins on the next poll.
+            self._reset()
             return False
         return True
 

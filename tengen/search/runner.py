@@ -182,8 +182,6 @@ class BatchedRunner:
                 spatial, global_inputs = half.spatial[e][:total], half.global_inputs[e][:total]
                 call = self._infer[e] if self._infer[e] is not None else evaluator.evaluate
                 half.futures[e] = self._pool.submit(call, spatial, global_inputs)
-                self.stats.batches += 1
-                self.stats.leaves += total
 
     def _finish(self, half: _Half) -> None:
         """Wait for the half's batches and back them up."""
@@ -194,6 +192,8 @@ class BatchedRunner:
             out = future.result()
             self.stats.eval_wait_s += time.monotonic() - waited
             half.futures[e] = None
+            self.stats.batches += 1  # counted once answered: a batch in flight is not evaluated yet
+            self.stats.leaves += int(half.counts[e].sum())
             if self._infer[e] is not None:
                 version = int(out.model_version)
                 out = out.outputs
