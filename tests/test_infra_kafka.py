@@ -318,39 +318,51 @@ def test_broker_crash_mid_produce_loses_nothing_acknowledged(tmp_path) -> None:
         broker.stop()
 
 
-def test_a_member_whose_commit_failed_after_a_broker_restart_is_not_assigned_until_it_joins_again(tmp_path) -> None:
+
+def _send(bootstrap: str, topic: str, keys: list[str]) -> None:
+    with ReliableProducer(bootstrap) as producer:
+        for key in keys:
+            producer.send(topic, key, b"x")
+        assert producer.flush(15)
+
+
+def _restart_empty(broker: LocalBroker, topic: str, keys: list[str]) -> None:
+    """SIGKILL the broker, start it again on its port (empty log, no groups), then send `keys`."""
+    broker.kill()
+    broker.start()
+    ensure_topics(broker.bootstrap, [TopicSpec(topic, partitions=1)])
+    _send(broker.bootstrap, topic, keys)
+
+
+def _poll_as_the_trainer(consumer: GroupConsumer, want: int, timeout_s: float = 60.0) -> list:
+    """Polls without waiting while assigned (training due on every turn), as the trainer does."""
+    got: list = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want and time.monotonic() < deadline:
+        got.extend(consumer.poll(timeout_s=0.0 if consumer.assigned else 0.5))
+        time.sleep(0.05)  # a training slice
+    return got
+
+
+def test_a_member_whose_commit_failed_after_a_broker_restart_rejoins(tmp_path) -> None:
     """After a broker restart the new broker knows no group: the member's commit fails, yet
-    kafka-python keeps its old assignment until a new join completes, and polls that never wait
-    never complete one (the trainer, with training due, ingested nothing for 110 s in `tengen
-    run`'s fault drill). `assigned` must say False from the failed commit until the member has
-    joined again, and a member that polls as the trainer does (waiting while not assigned) must
-    then read what the restarted broker holds."""
+    kafka-python kept its old assignment, and polls that never wait never completed a new join
+    (the trainer, with training due, ingested nothing for 110 s in `tengen run`'s fault drill).
+    `assigned` must say False from the failed commit until the member has joined again, and a
+    member polled as the trainer polls must then read what the restarted broker holds."""
     broker = LocalBroker(log_path=tmp_path / "broker.log").start()
     topic = _name("games")
     consumer = None
     try:
         ensure_topics(broker.bootstrap, [TopicSpec(topic, partitions=1)])
-        with ReliableProducer(broker.bootstrap) as producer:
-            producer.send(topic, "before", b"x")
-            assert producer.flush(15)
+        _send(broker.bootstrap, topic, ["before"])
         consumer = GroupConsumer(broker.bootstrap, topic, _name("group"))
         records = _consume_until(consumer, 1)
         assert [r.key for r in records] == [b"before"] and consumer.assigned
-
-        broker.kill()
-        broker.start()  # same port, empty log, no groups
-        ensure_topics(broker.bootstrap, [TopicSpec(topic, partitions=1)])
-        with ReliableProducer(broker.bootstrap) as producer:
-            for i in range(3):
-                producer.send(topic, f"after-{i}", b"y")
-            assert producer.flush(15)
+        _restart_empty(broker, topic, ["after-0", "after-1", "after-2"])
         assert not consumer.commit(records)  # the new broker does not know the member
         assert not consumer.assigned
-
-        got: list = []
-        deadline = time.monotonic() + 60
-        while len(got) < 3 and time.monotonic() < deadline:
-            got.extend(consumer.poll(timeout_s=0.0 if consumer.assigned else 0.5))
+        got = _poll_as_the_trainer(consumer, 3)
         assert sorted(r.key for r in got) == [b"after-0", b"after-1", b"after-2"]
         assert consumer.assigned
     finally:
@@ -369,26 +381,12 @@ def test_a_member_past_the_end_of_a_restarted_brokers_log_reads_it_from_the_star
     consumer = None
     try:
         ensure_topics(broker.bootstrap, [TopicSpec(topic, partitions=1)])
-        with ReliableProducer(broker.bootstrap) as producer:
-            for i in range(5):
-                producer.send(topic, f"before-{i}", b"x")
-            assert producer.flush(15)
+        _send(broker.bootstrap, topic, [f"before-{i}" for i in range(5)])
         consumer = GroupConsumer(broker.bootstrap, topic, _name("group"))
         records = _consume_until(consumer, 5)
         assert len(records) == 5 and consumer.commit(records)  # position 5
-
-        broker.kill()
-        broker.start()  # same port, empty log, no groups
-        ensure_topics(broker.bootstrap, [TopicSpec(topic, partitions=1)])
-        with ReliableProducer(broker.bootstrap) as producer:
-            for i in range(2):
-                producer.send(topic, f"after-{i}", b"y")  # offsets 0 and 1, before the old position
-            assert producer.flush(15)
-        got: list = []
-        deadline = time.monotonic() + 60
-        while len(got) < 2 and time.monotonic() < deadline:
-            got.extend(consumer.poll(timeout_s=0.0 if consumer.assigned else 0.5))
-            time.sleep(0.05)  # a training slice
+        _restart_empty(broker, topic, ["after-0", "after-1"])  # offsets 0 and 1, before the old position
+        got = _poll_as_the_trainer(consumer, 2)
         assert sorted(r.key for r in got) == [b"after-0", b"after-1"]
     finally:
         if consumer is not None:
