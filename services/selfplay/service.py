@@ -102,10 +102,38 @@ def default_worker_id() -> str:
     return cleaned or "worker"
 
 
+class ProgressCollector(Collector):
+    """Counters read from the runner when scraped, those of games in progress included:
+    `tengen_selfplay_moves_total` (moves played), `tengen_selfplay_evaluations_total` (positions the
+    net evaluated, the inference path's load) and `tengen_selfplay_batches_total` (the batches they
+    went in). The counters of finished games (`tengen_selfplay_positions_total`) grow in steps of
+    whole games: too coarse to time self-play over seconds (`tengen bench loop`) or at 19x19."""
+
+    def __init__(self, progress: Callable[[], tuple[int, int, int]]) -> None:
+        self.progress = progress
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        return self._families(*self.progress())
+
+    def describe(self) -> Iterator[CounterMetricFamily]:
+        """The names, without reading the service (the registry asks when the collector joins)."""
+        return self._families(0, 0, 0)
+
+    @staticmethod
+    def _families(moves: int, evaluations: int, batches: int) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily("tengen_selfplay_moves", "Moves played, those of games in progress included",
+                                  value=moves)
+        yield CounterMetricFamily("tengen_selfplay_evaluations", "Positions sent to the net (search leaves)",
+                                  value=evaluations)
+        yield CounterMetricFamily("tengen_selfplay_batches", "Batches sent to the net", value=batches)
+
+
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, progress: Callable[[], tuple[int, int, int]] = lambda: (0, 0, 0)) -> None:
+        """`progress`: the service's (moves, evaluations, batches), read when scraped."""
         self.registry = CollectorRegistry()
         r = self.registry
+        r.register(ProgressCollector(progress))
         self.games = Counter("tengen_selfplay_games", "Games played and handed to the producer", registry=r)
         self.positions = Counter("tengen_selfplay_positions", "Moves played in finished games", registry=r)
         self.rows = Counter("tengen_selfplay_rows", "Training rows in finished games (full searches, side branches)",
@@ -138,25 +166,6 @@ class Metrics:
                              registry=r)
 
 
-class ProgressCollector(Collector):
-    """Counters read from the runner when scraped, those of games in progress included:
-    `tengen_selfplay_moves_total` (moves played), `tengen_selfplay_evaluations_total` (positions the
-    net evaluated, the inference path's load) and `tengen_selfplay_batches_total` (the batches they
-    went in). The counters of finished games (`tengen_selfplay_positions_total`) grow in steps of
-    whole games: too coarse to time self-play over seconds (`tengen bench loop`) or at 19x19."""
-
-    def __init__(self, progress: Callable[[], tuple[int, int, int]]) -> None:
-        self.progress = progress
-
-    def collect(self) -> Iterator[CounterMetricFamily]:
-        moves, evaluations, batches = self.progress()
-        yield CounterMetricFamily("tengen_selfplay_moves", "Moves played, those of games in progress included",
-                                  value=moves)
-        yield CounterMetricFamily("tengen_selfplay_evaluations", "Positions sent to the net (search leaves)",
-                                  value=evaluations)
-        yield CounterMetricFamily("tengen_selfplay_batches", "Batches sent to the net", value=batches)
-
-
 class SelfplayService:
     """One selfplay worker; `run(stop)` plays until `stop` is set or `games` games are done."""
 
@@ -176,7 +185,7 @@ class SelfplayService:
         self.games_wanted = games
         self.log_every_s = log_every_s
         self.seed = seed if seed is not None else secrets.randbits(31)
-        self.metrics = Metrics()
+        self.metrics = Metrics(self.progress)
         self.http_port = http_port
         self.state = "starting"
         self.games_done = 0  # handed to the producer
@@ -193,7 +202,6 @@ class SelfplayService:
         self.stall_s = stall_s
         self._clock = clock
         self._progress = (-1, clock())  # (most moves /healthz has seen played, when that grew)
-        self.metrics.registry.register(ProgressCollector(self.progress))
 
     # -- the service ----------------------------------------------------------------------------
 
