@@ -478,18 +478,17 @@ class SelfplayService:
         """(moves played, positions evaluated, batches) since the start, those of games still in
         progress (or dropped) included. Never lower than an earlier answer: /metrics' counters."""
         with self._lock:  # a runner's counts move from _runner to _ended in one step
-            runner = self._runner
-            if runner is None:
-                return self._ended
-            stats = runner.stats
-            return (self._ended[0] + stats.moves, self._ended[1] + stats.leaves, self._ended[2] + stats.batches)
+            return self._ended if self._runner is None else self._with(self._runner)
+
+    def _with(self, runner: SelfplayRunner) -> tuple[int, int, int]:
+        """The ended runners' (moves, evaluations, batches) plus `runner`'s."""
+        stats = runner.stats
+        return (self._ended[0] + stats.moves, self._ended[1] + stats.leaves, self._ended[2] + stats.batches)
 
     def _runner_ended(self, runner: SelfplayRunner) -> None:
         with self._lock:
             self._runner = None
-            stats = runner.stats
-            self._ended = (self._ended[0] + stats.moves, self._ended[1] + stats.leaves,
-                           self._ended[2] + stats.batches)
+            self._ended = self._with(runner)
 
     def _health(self) -> tuple[bool, str]:
         moves, now = self.progress()[0], self._clock()
