@@ -555,8 +555,8 @@ class GroupConsumer:
         position, the member fetches nothing until the new log passes it, then skips what came
         before (a trainer once waited 70 s and lost 9 acknowledged games so)."""
         now = time.monotonic()
-        if now - self._last_reset_check < LOG_RESET_CHECK_S:
-            return False
+        if now - self._last_reset_check < LOG_RESET_CHECK_S or _join_in_flight(consumer):
+            return False  # a join that completes reads from the committed offsets anyway
         self._last_reset_check = now
         try:
             return _log_was_reset(consumer)
@@ -622,6 +622,7 @@ class GroupConsumer:
     def _reset(self) -> None:
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
+            _let_join_finish(consumer)
             try:
                 consumer.close(autocommit=False)
             except Exception as exc:
@@ -714,6 +715,26 @@ def _read_to_end(consumer: KafkaConsumer, topic: str, deadline: float,
 
 
 LOG_RESET_CHECK_S = 5.0  # how often a follower checks that its topic's log was not reset
+JOIN_FINISH_S = 6.0  # the longest a closing member waits for its own join to end (Tansu's takes ~3 s)
+
+
+def _join_in_flight(consumer: KafkaConsumer) -> bool:
+    """Whether the member's JoinGroup/SyncGroup round is in flight. kafka-python (pinned in
+    pyproject) has no public way to ask: its coordinator's `rejoining` flag spans the round."""
+    return bool(getattr(getattr(consumer, "_coordinator", None), "rejoining", False))
+
+
+def _let_join_finish(consumer: KafkaConsumer) -> None:
+    """Before a member leaves its group, let a join in flight end: a LeaveGroup that reaches Tansu
+    while that member's JoinGroup waits there leaves the group rebalancing for good (every later
+    member's SyncGroup failed for 90 s and more, and a trainer read nothing). Records polled here
+    are dropped uncommitted: whoever joins next reads them again."""
+    deadline = time.monotonic() + JOIN_FINISH_S
+    while _join_in_flight(consumer) and time.monotonic() < deadline:
+        try:
+            consumer.poll(timeout_ms=200)
+        except kerr.KafkaError:
+            return
 
 
 def _log_was_reset(consumer: KafkaConsumer) -> bool:
