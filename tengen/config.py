@@ -68,7 +68,7 @@ class SearchConfig:
     # presets and paper (its cpu7 A/B won, configs/cpu7.yaml); the bare engine default stays off.
     random_symmetry: bool = False
     # The root's ending bias (paper 6.2.3; KataGo 0.5): moves into surely owned areas look this many
-    # points worse, so games end sooner; 0 = off (tengen.search.mcts).
+    # points worse, so games end sooner; 0 = off (tengen.search.mcts), as its cpu7 A/B (0.415) left it.
     ending_bonus_points: float = 0.0
     # Subtree value bias correction (tengen.search.mcts): each node's own utility is corrected by
     # lambda = subtree_bias_factor times the error that the net's utility showed against the deeper
