@@ -48,14 +48,42 @@ def _open(directory: Path, c: int):
     return window
 
 
+def _train(learner, steps: int | None, cpu_budget_s: float) -> tuple[int, float]:
+    """Train `steps` steps, or (steps None) for about `cpu_budget_s` of CPU; (steps, CPU seconds)."""
+    start, done = time.process_time(), 0
+    while done < steps if steps is not None else (done < 2 or time.process_time() - start < cpu_budget_s):
+        learner.step()
+        done += 1
+    return done, time.process_time() - start
+
+
+def _score(model, batch, short_term: bool) -> tuple[dict[str, float], float | None]:
+    """The served heads' loss terms on `batch` (eval mode) and, for a one-batch-norm net, the largest
+    difference between its served policy in train and in eval mode (None for other nets)."""
+    import torch
+
+    from services.trainer.training import batch_tensors
+    from tengen.nn.loss import compute_loss
+
+    with torch.no_grad():
+        spatial, global_inputs, targets = batch_tensors(batch, torch.device("cpu"), short_term)
+        served = model.eval()(spatial, global_inputs)
+        terms = compute_loss(served, targets, None)
+        losses = {t: round(float(terms[t]), 4) for t in TERMS}
+        if not model.one_batch_norm:
+            return losses, None
+        in_training = model.train().training_outputs(spatial, global_inputs)[-1][1]  # served heads last
+        model.eval()
+        return losses, float((in_training.policy_logits - served.policy_logits).abs().max())
+
+
 def run(args: argparse.Namespace) -> dict:
     import numpy as np
     import torch
 
-    from services.trainer.training import Learner, batch_tensors
+    from services.trainer.training import Learner
     from tengen.config import load_config
     from tengen.nn.model import ARCHITECTURES
-    from tengen.nn.loss import compute_loss
 
     archs = [a.strip() for a in args.archs.split(",") if a.strip()]
     unknown = [a for a in archs if a not in ARCHITECTURES]
@@ -72,34 +100,21 @@ def run(args: argparse.Namespace) -> dict:
     print(f"bench fit: {', '.join(archs)} on {args.window} ({len(train)} rows in the window), scored on "
           f"{SCORED_ROWS} rows of {args.held_out}; preset {args.preset}'s trainer, batch {config.batch_size}")
     figures: dict = {"preset": args.preset, "window_rows": len(train), "archs": {}}
-    steps, base_cpu_per_step = None, None
+    steps, base_cpu_per_step = None, 0.0  # set by the baseline, the first architecture
     for arch in archs:
         torch.manual_seed(args.seed)
         learner = Learner(dataclasses.replace(config, arch=arch), train, seed=args.seed)
-        start, done = time.process_time(), 0
-        while (done < steps) if steps is not None else (done < 2 or time.process_time() - start < args.seconds / 2):
-            learner.step()
-            done += 1
-        cpu = time.process_time() - start
-        steps = done
-        base_cpu_per_step = base_cpu_per_step or cpu / done
-        model = learner.model.eval()
-        result: dict = {"steps": done, "samples": learner.counters.samples, "cpu_s": round(cpu, 1)}
-        with torch.no_grad():
-            for name, batch in scored.items():
-                spatial, global_inputs, targets = batch_tensors(batch, torch.device("cpu"), config.short_term_heads)
-                terms = compute_loss(model(spatial, global_inputs), targets, None)
-                result[name] = {t: round(float(terms[t]), 4) for t in TERMS}
-                if model.one_batch_norm:  # the served heads come last in training_outputs
-                    model.train()
-                    served_in_training = model.training_outputs(spatial, global_inputs)[-1][1]
-                    model.eval()
-                    served = model(spatial, global_inputs)
-                    result.setdefault("served_train_eval_max_diff", 0.0)
-                    result["served_train_eval_max_diff"] = max(result["served_train_eval_max_diff"], float(
-                        (served_in_training.policy_logits - served.policy_logits).abs().max()))
-        result["cpu_per_step_ratio"] = round(cpu / done / base_cpu_per_step, 3)
-        print(f"  {arch}: {done} steps in {cpu:.0f} s of CPU ({result['cpu_per_step_ratio']:.2f}x the baseline's "
+        steps, cpu = _train(learner, steps, args.seconds / 2)
+        base_cpu_per_step = base_cpu_per_step or cpu / steps
+        result: dict = {"steps": steps, "samples": learner.counters.samples, "cpu_s": round(cpu, 1)}
+        diffs = []
+        for name, batch in scored.items():
+            result[name], diff = _score(learner.model, batch, config.short_term_heads)
+            diffs.append(diff)
+        if learner.model.one_batch_norm:
+            result["served_train_eval_max_diff"] = max(diffs)
+        result["cpu_per_step_ratio"] = round(cpu / steps / base_cpu_per_step, 3)
+        print(f"  {arch}: {steps} steps in {cpu:.0f} s of CPU ({result['cpu_per_step_ratio']:.2f}x the baseline's "
               f"per step); held out {result['held_out']}; training rows {result['train_rows']}")
         figures["archs"][arch] = result
     return figures

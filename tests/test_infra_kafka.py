@@ -318,7 +318,6 @@ def test_broker_crash_mid_produce_loses_nothing_acknowledged(tmp_path) -> None:
         broker.stop()
 
 
-
 def _send(bootstrap: str, topic: str, keys: list[str]) -> None:
     with ReliableProducer(bootstrap) as producer:
         for key in keys:
