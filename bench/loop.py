@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> dict:
     from tengen.config import load_config
     from tengen.infra.broker import LocalBroker
     from tengen.infra.kafka import ReliableProducer, announce_model, ensure_topics
+    from tengen.infra.process import dies_with_parent
     from tengen.infra.triton import LocalTriton, ModelRepository, data_dir_repository
     from tengen.nn.evaluator import make_evaluator
     from tengen.run.bootstrap import ensure_model
@@ -107,9 +108,9 @@ def run(args: argparse.Namespace) -> dict:
             env = dict(os.environ, TENGEN_DATA_DIR=str(data_dir), TENGEN_KAFKA_BOOTSTRAP=broker.bootstrap,
                        TENGEN_TRITON_URL=triton.grpc_url, PYTHONUNBUFFERED="1")
             with open(log, "wb") as log_file:
-                selfplay = subprocess.Popen(
+                selfplay = subprocess.Popen(dies_with_parent(
                     [sys.executable, "-m", "services.selfplay", "--preset", args.preset, "--worker-id", "0",
-                     "--http-port", str(http_port)], env=env, stdout=log_file, stderr=subprocess.STDOUT)
+                     "--http-port", str(http_port)]), env=env, stdout=log_file, stderr=subprocess.STDOUT)
             metrics = f"http://127.0.0.1:{http_port}/metrics"
             print("broker, Triton and the selfplay service up; waiting for its first evaluations ...", flush=True)
             _wait(lambda: (_progress(metrics) or (0, 0))[1] > 0, 600, "the service's first evaluations", selfplay, log)

@@ -5,6 +5,8 @@ a session of its own, and Triton's Python backend stubs) are found through /proc
 and recorded before the signal, and must all be gone once it has exited, as must its temp dir
 (tests/process_support.py, shared with the other commands' signal tests).
 The signal comes once while Triton is still loading the model and once while the bench measures.
+A SIGKILLed command runs no cleanup at all: the servers it started get SIGTERM from the kernel then
+(Linux's parent-death signal), checked with a broker.
 
 A signal that lands while a server is starting unwinds out of its `start()`, which the
 benchmarks call from `with Server(...)` (whose __exit__ does not run when __enter__ fails): the
@@ -15,11 +17,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
-from process_support import TENGEN, Moment, has, interrupt
+from process_support import ROOT, TENGEN, Moment, has, interrupt
 
 
 def test_triton_interrupted_while_starting_stops_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,6 +46,54 @@ def test_triton_interrupted_while_starting_stops_itself(tmp_path: Path, monkeypa
         if started and started[0].poll() is None:
             os.killpg(started[0].pid, signal.SIGKILL)
             started[0].wait()
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_a_server_dies_with_its_sigkilled_parent(tmp_path: Path) -> None:
+    starter = textwrap.dedent("""
+        import sys, time
+        from pathlib import Path
+        from tengen.infra.broker import LocalBroker
+        broker = LocalBroker(log_path=Path(sys.argv[1])).start()
+        print(broker._proc.pid, flush=True)
+        time.sleep(600)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", starter, str(tmp_path / "broker.log")], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)
+    pid = None
+    try:
+        pid = int(parent.stdout.readline())
+        assert _running(pid)
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 30
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(pid), "the broker outlived the SIGKILLed process that started it"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        parent.stdout.close()
+        if pid is not None and _running(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_without_setpriv_a_server_runs_unwrapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tengen.infra import process
+
+    monkeypatch.setattr(process.shutil, "which", lambda name: None)
+    assert process.dies_with_parent(["tansu", "broker"]) == ["tansu", "broker"]
+    monkeypatch.setattr(process.shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert process.dies_with_parent(["tansu", "broker"]) == ["/usr/bin/setpriv", "--pdeathsig", "TERM", "--",
+                                                            "tansu", "broker"]
 
 
 def test_broker_interrupted_while_starting_stops_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

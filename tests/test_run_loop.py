@@ -134,9 +134,9 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path, gnugo: 
     assert result.at_risk >= 5, "the pause left nothing for the broker to lose; nothing was tested"
     assert result.lost == 0 and result.duplicated == 0, result.summary()
     assert "the broker lost" in (data_dir / "logs" / "selfplay-0.log").read_text(errors="replace")  # and resent
-    # The killed run left its children running (broker, Triton and its stub, ratings, trainer,
-    # gating, strength, selfplay); the next one stopped them and continued.
-    assert result.left_behind and result.left_behind[0] >= 7, result.left_behind
+    # The killed run left its services running (ratings, trainer, gating, strength, selfplay; its
+    # broker and Triton got SIGTERM as it died); the next one stopped them and continued.
+    assert result.left_behind and result.left_behind[0] >= 5, result.left_behind
     assert "processes left running by an earlier run" in last and "continuing from version" in last
     assert "wrote version 1" not in last
 

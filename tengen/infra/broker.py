@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from tengen.infra.process import kill_process, stop_process
+from tengen.infra.process import dies_with_parent, kill_process, stop_process
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +123,8 @@ class LocalBroker:
         log.info("starting Kafka-protocol broker (Tansu) on %s", self.bootstrap)
         # Own session: a Ctrl-C meant for `tengen run` must not kill the broker before the
         # services that use it have stopped.
-        self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      start_new_session=True)
+        self._proc = subprocess.Popen(dies_with_parent(cmd), stdout=out, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout_s
         try:
             while time.monotonic() < deadline:

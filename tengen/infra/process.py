@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -43,6 +44,19 @@ def kill_process(proc: subprocess.Popen, group: bool = False) -> None:
         else:
             proc.kill()
         proc.wait()
+
+
+def dies_with_parent(cmd: list[str]) -> list[str]:
+    """`cmd` wrapped so that it gets SIGTERM when the thread that starts it dies, SIGKILL included.
+
+    A server in a session of its own is not stopped by a signal to its parent's group, and a
+    SIGKILLed parent runs no cleanup: without this a killed benchmark or test run would leave its
+    broker and Triton running. util-linux's setpriv sets Linux's parent-death signal and execs
+    `cmd`; the signal follows the starting *thread*, so start the server from one that outlives
+    it (every caller starts servers from its main thread). Without setpriv `cmd` runs unwrapped.
+    """
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--", *cmd] if setpriv else cmd
 
 
 # -- a command stopped by a signal ---------------------------------------------------------------

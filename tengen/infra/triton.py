@@ -43,7 +43,7 @@ import numpy as np
 from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
 from tengen.infra.broker import free_port
 from tengen.infra.files import fsync_dir
-from tengen.infra.process import kill_process, stop_process
+from tengen.infra.process import dies_with_parent, kill_process, stop_process
 from tengen.infra.shm import ShmRegion, remove_orphaned_regions
 from tengen.nn.evaluator import PRECISIONS, RUNTIMES, check_batch
 from tengen.nn.export import OUTPUT_NAMES, complete_outputs, export_onnx
@@ -416,7 +416,7 @@ class LocalTriton:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.log_path, "ab")
         log.info("starting Triton (gRPC %s, HTTP %s) on repository %s", self.grpc_url, self.http_url, self.repository)
-        self._proc = subprocess.Popen(cmd, env=server_env(), stdout=self._log_file, stderr=subprocess.STDOUT,
+        self._proc = subprocess.Popen(dies_with_parent(cmd), env=server_env(), stdout=self._log_file, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout_s
         try:
