@@ -191,7 +191,8 @@ def run(args: argparse.Namespace) -> dict:
     settings = dataclasses.replace(SelfplaySettings.from_config(config), board_sizes=[args.board],
                                    board_size_weights=[1.0])
     default = make_evaluator(net, args.threads)
-    runner = SelfplayRunner(default, settings, config.search, games_in_parallel=games, seed=args.seed)
+    runner = SelfplayRunner(default, settings, config.search, games_in_parallel=games,
+                            leaves_per_game=config.selfplay.leaves_per_game, seed=args.seed)
     batch = (games // 2) * runner.leaves_per_game
     rng = np.random.default_rng(args.seed)
     spatial = (rng.random((batch, NUM_SPATIAL, args.board, args.board)) < 0.2).astype(np.float32)

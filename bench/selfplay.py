@@ -82,7 +82,8 @@ def run(args: argparse.Namespace) -> dict:
     evaluator = TorchEvaluator(build_model(args.arch), num_threads=args.threads)
     settings = dataclasses.replace(SelfplaySettings.from_config(config), board_sizes=[args.board],
                                    board_size_weights=[1.0])
-    runner = SelfplayRunner(evaluator, settings, config.search, games_in_parallel=games, seed=args.seed)
+    runner = SelfplayRunner(evaluator, settings, config.search, games_in_parallel=games,
+                            leaves_per_game=config.selfplay.leaves_per_game, seed=args.seed)
     print(f"{args.arch} (random weights), {args.board}x{args.board}, {games} games in parallel, "
           f"visits {settings.full_visits}/{settings.fast_visits} at p = {settings.full_search_prob}, "
           f"torch threads {torch.get_num_threads()}", flush=True)

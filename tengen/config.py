@@ -100,6 +100,10 @@ class SearchConfig:
 class SelfplayConfig:
     workers: int = 1
     games_in_parallel: int = 16  # G games per process, split into two halves in flight
+    # Leaves each game's search adds to its half's batch per step (virtual loss spreads them over
+    # the tree): k times the rows per request at the same games, for a loop whose requests cost a
+    # fixed amount each, without the later rows of more games.
+    leaves_per_game: int = 1
     sgf_sample_rate: float = 0.05  # fraction of games also written as SGF
     # Policy surprise weighting (tengen.search.selfplay): records carry each full search's policy
     # surprise and the window gets surprising positions more often, the game's total kept. Off: it
@@ -349,6 +353,7 @@ def validate(config: Config) -> None:
     check(search.subtree_bias_exponent >= 0, "search.subtree_bias_exponent must be >= 0")
     check(config.selfplay.workers >= 1 and config.selfplay.games_in_parallel >= 2,
           "selfplay.workers >= 1 and selfplay.games_in_parallel >= 2")
+    check(config.selfplay.leaves_per_game >= 1, "selfplay.leaves_per_game must be >= 1")
     check(0 <= config.selfplay.sgf_sample_rate <= 1, "selfplay.sgf_sample_rate must be within 0..1")
     check(trainer.batch_size >= 1 and trainer.window_c >= 1, "trainer.batch_size and window_c >= 1")
     check(0 < trainer.window_alpha <= 1 and trainer.window_beta > 0, "trainer.window_alpha in (0,1], beta > 0")

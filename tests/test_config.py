@@ -51,6 +51,7 @@ def test_environment_overrides_are_typed() -> None:
         ({"TENGEN_TRAINER__SOFT_POLICY_WEIGHT": "-1"}, "trainer.soft_policy_weight must be >= 0"),
         ({"TENGEN_SEARCH__SUBTREE_BIAS_FACTOR": "-0.1"}, "search.subtree_bias_factor must be >= 0"),
         ({"TENGEN_SEARCH__SUBTREE_BIAS_EXPONENT": "-0.5"}, "search.subtree_bias_exponent must be >= 0"),
+        ({"TENGEN_SELFPLAY__LEAVES_PER_GAME": "0"}, "selfplay.leaves_per_game must be >= 1"),
     ],
 )
 def test_bad_overrides_name_the_key(env: dict, fragment: str) -> None:

@@ -321,6 +321,27 @@ def test_runner_plays_valid_games_with_two_batches_in_flight() -> None:
     assert stats["mean_batch"] > 1
 
 
+def test_runner_batches_the_configured_leaves_per_game() -> None:
+    """selfplay.leaves_per_game k: each step of a half gathers up to k leaves per game (virtual
+    loss), so a half of 4 games sends up to 8 rows instead of 4, and the games stay valid."""
+    sizes: list[int] = []
+
+    class Sizes(Quick):
+        def evaluate(self, spatial: np.ndarray, global_inputs: np.ndarray) -> dict[str, np.ndarray]:
+            sizes.append(len(spatial))
+            return super().evaluate(spatial, global_inputs)
+
+    for k, most in ((1, 4), (2, 8)):
+        sizes.clear()
+        config = dataclasses.replace(TINY, selfplay=dataclasses.replace(TINY.selfplay, games_in_parallel=8,
+                                                                        leaves_per_game=k))
+        runner = SelfplayRunner.from_config(config, Sizes(), seed=1, id_prefix="k")
+        assert runner.leaves_per_game == k
+        for record in runner.run(6):
+            accepted(record)
+        assert max(sizes) == most, (k, max(sizes))
+
+
 def test_runner_starts_no_more_games_than_asked_for() -> None:
     """Fewer games than slots: every game started is one asked for, and exactly that many come out
     (a selfplay worker run with --games N publishes N games, not a half's worth)."""

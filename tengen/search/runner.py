@@ -285,6 +285,7 @@ class SelfplayRunner(BatchedRunner):
     @classmethod
     def from_config(cls, config: Config, evaluator: Evaluator, **kwargs: Any) -> "SelfplayRunner":
         kwargs.setdefault("games_in_parallel", config.selfplay.games_in_parallel)
+        kwargs.setdefault("leaves_per_game", config.selfplay.leaves_per_game)
         kwargs.setdefault("model_name", config.run.model_name)
         return cls(evaluator, SelfplaySettings.from_config(config), config.search, **kwargs)
 
