@@ -108,3 +108,17 @@ def test_promotion_check_accepts_reduced_precision_and_rejects_another_net() -> 
     other = TorchEvaluator(build_model("b4c48"), precision="fp32").evaluate(spatial, global_inputs)
     assert not agree("policy", other["policy"], export["policy"])
     assert not agree("value", other["value"], export["value"])
+
+
+def test_promotion_check_holds_the_score_error_to_the_scores_tolerance() -> None:
+    """The uncertainty output's second column is a score error in points: a trained 9x9 net's
+    (a 2-hour run's candidate at 800k samples, served in bf16) moved by 0.06 points of 29.4, which
+    the absolute 0.05 meant for the value error refused, stalling gating for good."""
+    from tengen.infra.promotion import agree
+
+    export = np.array([[5.8375e-03, 23.754360], [1.1020e-03, 29.428511]], np.float32)
+    served = np.array([[5.9104e-03, 23.695517], [1.1024e-03, 29.425091]], np.float32)
+    assert agree("uncertainty", served, export)
+    assert not agree("uncertainty", served + np.array([0.0, 2.0], np.float32), export)  # 0.5 + 0.02 * 29.4 = 1.09
+    assert not agree("uncertainty", served + np.array([0.1, 0.0], np.float32), export)
+    assert agree("uncertainty", np.full((2, 2), -1.0, np.float32), np.full((2, 2), -1.0, np.float32))  # no heads

@@ -98,8 +98,18 @@ def agree(name: str, served: np.ndarray, export_fp32: np.ndarray) -> bool:
     if name in ("policy", "value"):
         return bool(np.abs(_softmax(served) - _softmax(export_fp32)).max() <= 0.03)
     if name == "score":
-        return bool(np.abs(served - export_fp32).max() <= 0.5 + 0.02 * np.abs(export_fp32).max())
+        return _same_points(served, export_fp32)
+    if name == "uncertainty":
+        # (short-term value error, short-term score error): the second is in points and grows as
+        # the net trains (20-45 by 800k samples on 9x9, where bf16 moves it by up to 0.06), so it is
+        # held to the score's tolerance; the value error to the absolute one below.
+        return (bool(np.abs(served[:, 0] - export_fp32[:, 0]).max() <= 0.05)
+                and _same_points(served[:, 1], export_fp32[:, 1]))
     return bool(np.abs(served - export_fp32).max() <= 0.05)  # ownership in [-1, 1]
+
+
+def _same_points(served: np.ndarray, export_fp32: np.ndarray) -> bool:
+    return bool(np.abs(served - export_fp32).max() <= 0.5 + 0.02 * np.abs(export_fp32).max())
 
 
 def load_checked(repository: ModelRepository, url: str, model: str, export: Path,
