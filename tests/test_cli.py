@@ -69,6 +69,7 @@ def _bad_inputs(tmp: Path) -> dict[str, list[str]]:
         "tengen bench train": ["--arch", "nope"],
         "tengen bench inference": ["--arch", "nope"],
         "tengen bench nn": ["--arch", "nope"],
+        "tengen bench gpu": ["--arch", "nope"],
         "tengen bench mcts": ["--sizes", "x"],
         "tengen bench selfplay": ["--preset", "nope"],
         "tengen bench loop": ["--preset", "nope"],
