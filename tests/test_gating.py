@@ -48,7 +48,7 @@ from tengen.infra.kafka import (
 from tengen.infra.triton import ModelRepository, load_model, ready_versions, render_config
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.export import export_model, sidecar_path
-from tengen.nn.model import build_model
+from tengen.nn.model import InferenceNet, build_model
 from tengen.ratings.store import RatingsStore
 from tengen.search.match import MatchGameResult, MatchRunner, MatchSettings, resigning_color
 
@@ -487,6 +487,44 @@ def test_crash_after_the_promotion_write_finishes_it_without_a_second_version(
         assert setup.repo.versions(setup.model) == [1, 2]
         assert 2 in ready_versions(setup.url, setup.model)
         assert latest_model_version(setup.bootstrap, setup.model, timeout_s=20) == 2
+    finally:
+        running.close()
+        setup.producer.close()
+
+
+class Noisy(nn.Module):
+    """A net whose policy has noise added on every call: Triton's answers never match the ones
+    its export gave when it was checked, as with a served precision beyond the check's tolerance."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, spatial: torch.Tensor, globals: torch.Tensor):  # noqa: A002
+        policy, value, score, ownership, uncertainty = self.net(spatial, globals)
+        return policy + 8.0 * torch.rand_like(policy), value, score, ownership, uncertainty
+
+
+@pytest.mark.slow
+def test_a_candidate_that_triton_serves_otherwise_is_rejected_not_retried(
+        triton_server, kafka_broker, tmp_path: Path) -> None:
+    """Before, the failed served check was retried with backoff forever and gating stalled; now
+    the candidate is rejected with the reason, its version is gone again, and the next candidate
+    is gated."""
+    setup = Setup(tmp_path, triton_server, kafka_broker.bootstrap)
+    noisy = tmp_path / "noisy.pt"
+    torch.jit.save(torch.jit.script(Noisy(InferenceNet(_random_net(5)))), str(noisy))
+    sidecar_path(noisy).write_text(sidecar_path(_random_export(tmp_path / "ref.pt", 5)).read_text())
+    running = Running(GatingService(setup.config, topic=setup.topic))
+    try:
+        name = setup.offer(noisy, 5000)
+        decision = setup.decided(name, 180)
+        assert decision["promoted"] is False and decision["games"] == 0
+        assert "does not serve it as exported" in decision["reason"] and "policy" in decision["reason"]
+        assert setup.repo.versions(f"{setup.model}-candidate") == []  # the failed load was taken back
+        later = setup.offer(_heuristic_export(tmp_path / "later.pt", 6000), 6000)
+        assert setup.decided(later, 240)["games"] > 0  # gating went on to the next candidate
+        assert setup.repo.versions(setup.model)[0] == 1
     finally:
         running.close()
         setup.producer.close()

@@ -8,7 +8,8 @@ to CANDIDATE_SCAN records at a time, decided in order). For each candidate:
    plays the newest net instead of falling ever further behind.
 1. Skip it when `decisions.jsonl` already has a decision about it (a redelivery after a crash).
 2. Check the export (tengen.infra.promotion.validate_export); a broken one is rejected with the
-   reason, never loaded.
+   reason, never loaded. One that Triton serves otherwise than the export computes (the check of
+   steps 4 and 6) is rejected too, not retried: its answers are the same on every try.
 3. The opponent is the current model: the latest version of `run.model_name` announced on
    `tengen.models` (the repository's latest when nothing was announced), once Triton has it READY
    (unless the current version is this very candidate, promoted before a crash: see below).
@@ -71,6 +72,7 @@ from tengen.infra.kafka import (
 )
 from tengen.infra.promotion import (
     ExportError,
+    ServedMismatch,
     check_served,
     hot_swap,
     load_checked,
@@ -317,19 +319,25 @@ class GatingService:
             match.start({"candidate": ann.name, "candidate_path": str(path), "opponent_version": opponent,
                          "games": self.config.gating.games, "started": time.time()})
         verdict = self._verdict(match)  # the games already played may decide it
-        if verdict is None:
-            verdict = self._play(ann, match, self._load_candidate(path, expected), opponent, stop)
+        try:
             if verdict is None:
-                return False
+                verdict = self._play(ann, match, self._load_candidate(path, expected), opponent, stop)
+                if verdict is None:
+                    return False
+            promoted = None
+            if verdict.promote:
+                self._set_state(f"{ann.name}: promoting")
+                promoted = self._promote(path, expected, opponent)
+                self.last_promoted = promoted
+                self._set_lag(ann.samples, promoted)
+            reason = verdict.reason
+        except ServedMismatch as err:
+            # The same answers come back on every try: retrying would stall gating (a 2-hour run
+            # lost its last 30 minutes so), so the candidate is rejected and the next one gated.
+            log.error("gating: rejecting %s: %s", ann.name, err)
+            promoted, reason = None, f"Triton does not serve it as exported: {err}"
         score = _score(list(match.results.values()))  # every finished game, as ratings gets them
-        promoted = None
-        if verdict.promote:
-            self._set_state(f"{ann.name}: promoting")
-            promoted = self._promote(path, expected, opponent)
-            self.last_promoted = promoted
-            self._set_lag(ann.samples, promoted)
-        self._record(ann, opponent, score, len(match.results), promoted, verdict.reason,
-                     samples=metadata.get("samples_seen"))
+        self._record(ann, opponent, score, len(match.results), promoted, reason, samples=metadata.get("samples_seen"))
         self._unreported.append(ann.name)
         return True
 

@@ -27,6 +27,11 @@ from tengen.infra.triton import ModelRepository, TritonError, TritonEvaluator, p
 log = logging.getLogger(__name__)
 
 
+class ServedMismatch(TritonError):
+    """Triton serves a version that answers otherwise than its export: the same net computes the
+    same answers on every try, so retrying does not help (see check_served)."""
+
+
 class ExportError(ValueError):
     """A file is not an export this code can serve; the message says why."""
 
@@ -80,7 +85,7 @@ def check_served(url: str, model: str, expected: dict[str, np.ndarray]) -> Calla
             got = evaluator.evaluate(*canary_inputs())
         differs = [name for name in expected if not agree(name, got[name], expected[name])]
         if differs:
-            raise TritonError(f"Triton's {model} version {version} does not compute what the export does "
+            raise ServedMismatch(f"Triton's {model} version {version} does not compute what the export does "
                               f"(outputs {', '.join(differs)} differ); does it serve the repository written to?")
 
     return check
