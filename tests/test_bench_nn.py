@@ -51,7 +51,8 @@ def test_bench_nn_prints_figures_and_ratios(leelaz: str) -> None:
         assert figures[f"{name}_evals_per_s"] > 0
     for name in paths:
         ratio = figures[f"{name}_evals_per_s"] / figures["leelaz_evals_per_s"]
-        assert abs(figures[f"ratio_{name}_vs_leelaz"] - ratio) <= 0.01 * ratio
+        # printed to 3 decimals: on a loaded box a ratio of 0.02 is off by up to 0.0005 from rounding alone
+        assert abs(figures[f"ratio_{name}_vs_leelaz"] - ratio) <= 0.0005 + 0.01 * ratio
     assert 1 <= figures["runner_mean_batch"] <= figures["batch"]
 
 
