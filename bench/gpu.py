@@ -111,11 +111,6 @@ def _onnx_path(export_path: Path, device) -> tuple[Evaluate | None, str]:
     return evaluate, ""
 
 
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    z = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return z / z.sum(axis=1, keepdims=True)
-
-
 def _round(evaluate: Evaluate, spatial: np.ndarray, global_inputs: np.ndarray, seconds: float) -> float:
     calls, start = 0, time.perf_counter()
     while calls < 2 or time.perf_counter() - start < seconds:
@@ -127,7 +122,8 @@ def _round(evaluate: Evaluate, spatial: np.ndarray, global_inputs: np.ndarray, s
 def run(args: argparse.Namespace) -> dict:
     import torch
 
-    from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, ON_BOARD
+    from bench.nn import random_inputs
+    from tengen.infra.promotion import softmax
     from tengen.nn.export import export_model
     from tengen.nn.model import ARCHITECTURES, build_model
 
@@ -158,12 +154,9 @@ def run(args: argparse.Namespace) -> dict:
             else:
                 paths["onnx_cuda"] = onnx
             for batch in args.batch:
-                rng = np.random.default_rng(args.seed)
-                spatial = (rng.random((batch, NUM_SPATIAL, args.board, args.board)) < 0.2).astype(np.float32)
-                spatial[:, ON_BOARD] = 1.0
-                global_inputs = rng.random((batch, NUM_GLOBAL)).astype(np.float32)
+                spatial, global_inputs = random_inputs(batch, args.board, args.seed)
                 reference_policy, reference_value = paths["export_fp32"](spatial, global_inputs)
-                reference_policy, reference_value = _softmax(reference_policy), _softmax(reference_value)
+                reference_policy, reference_value = softmax(reference_policy), softmax(reference_value)
                 differences: dict[str, dict[str, float]] = {}
                 for path, evaluate in list(paths.items()):
                     try:
@@ -174,8 +167,8 @@ def run(args: argparse.Namespace) -> dict:
                         del paths[path]
                         continue
                     differences[path] = {
-                        "policy": float(np.abs(_softmax(policy) - reference_policy).max()),
-                        "winrate": float(np.abs(_softmax(value) - reference_value)[:, 0].max())}
+                        "policy": float(np.abs(softmax(policy) - reference_policy).max()),
+                        "winrate": float(np.abs(softmax(value) - reference_value)[:, 0].max())}
                 rates: dict[str, list[float]] = {path: [] for path in differences}
                 round_s = max(0.2, args.seconds / (len(combos) * MIN_ROUNDS * len(rates)))
                 for _ in range(MIN_ROUNDS):

@@ -163,6 +163,17 @@ class LeelaZero:
             self.proc.wait()
 
 
+def random_inputs(batch: int, board: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A batch of random positions on an all-on-board `board`x`board`: stones on a fifth of the
+    points of every plane, random global inputs."""
+    from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, ON_BOARD
+
+    rng = np.random.default_rng(seed)
+    spatial = (rng.random((batch, NUM_SPATIAL, board, board)) < 0.2).astype(np.float32)
+    spatial[:, ON_BOARD] = 1.0
+    return spatial, rng.random((batch, NUM_GLOBAL)).astype(np.float32)
+
+
 def _bare_round(evaluator, spatial: np.ndarray, global_inputs: np.ndarray, seconds: float) -> float:
     calls, start = 0, time.perf_counter()
     while calls < 2 or time.perf_counter() - start < seconds:
@@ -175,7 +186,6 @@ def run(args: argparse.Namespace) -> dict:
     import torch
 
     from tengen.config import load_config
-    from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, ON_BOARD
     from tengen.nn.evaluator import OpenVINOEvaluator, TorchEvaluator, make_evaluator
     from tengen.nn.model import ARCHITECTURES, build_model
     from tengen.search.runner import SelfplayRunner
@@ -194,10 +204,7 @@ def run(args: argparse.Namespace) -> dict:
     runner = SelfplayRunner(default, settings, config.search, games_in_parallel=games,
                             leaves_per_game=config.selfplay.leaves_per_game, seed=args.seed)
     batch = (games // 2) * runner.leaves_per_game
-    rng = np.random.default_rng(args.seed)
-    spatial = (rng.random((batch, NUM_SPATIAL, args.board, args.board)) < 0.2).astype(np.float32)
-    spatial[:, ON_BOARD] = 1.0
-    global_inputs = rng.random((batch, NUM_GLOBAL)).astype(np.float32)
+    spatial, global_inputs = random_inputs(batch, args.board, args.seed)
     bare = {f"torch_{p}": TorchEvaluator(net, args.threads, precision=p) for p in ("fp32", "bf16")}
     bare.update({f"openvino_{p}": OpenVINOEvaluator(net, args.threads, precision=p) for p in ("fp32", "bf16")})
     print(f"{args.arch} (random weights), {args.board}x{args.board}, {args.threads} threads; batch {batch} "

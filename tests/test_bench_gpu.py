@@ -14,7 +14,8 @@ def test_every_path_answers_as_the_fp32_net(tmp_path: Path) -> None:
     """Each timed path against the eager fp32 net on the same inputs (on the CPU, where the same
     code runs): fp32 to float rounding, the reduced precisions to a few hundredths of probability.
     The weights are scaled up so the policy is far from uniform and a wrong path shows."""
-    from bench.gpu import _softmax, _torch_paths
+    from bench.gpu import _torch_paths
+    from tengen.infra.promotion import softmax
     from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, ON_BOARD
     from tengen.nn.export import export_model
     from tengen.nn.model import InferenceNet, build_model
@@ -32,7 +33,7 @@ def test_every_path_answers_as_the_fp32_net(tmp_path: Path) -> None:
     global_inputs = rng.random((6, NUM_GLOBAL)).astype(np.float32)
     with torch.no_grad():
         logits, value = InferenceNet(net)(torch.from_numpy(spatial), torch.from_numpy(global_inputs))[:2]
-    expected_policy, expected_value = _softmax(logits.numpy()), _softmax(value.numpy())
+    expected_policy, expected_value = softmax(logits.numpy()), softmax(value.numpy())
     assert expected_policy.max() > 10 / expected_policy.shape[1]  # far from uniform
 
     paths = _torch_paths(tmp_path / "m.pt", net, torch.device("cpu"), compile_half=False)
@@ -40,8 +41,8 @@ def test_every_path_answers_as_the_fp32_net(tmp_path: Path) -> None:
     for name, evaluate in paths.items():
         policy, value = evaluate(spatial, global_inputs)
         tolerance = 1e-5 if name == "export_fp32" else 0.05
-        assert np.abs(_softmax(policy) - expected_policy).max() <= tolerance, name
-        assert np.abs(_softmax(value) - expected_value).max() <= tolerance, name
+        assert np.abs(softmax(policy) - expected_policy).max() <= tolerance, name
+        assert np.abs(softmax(value) - expected_value).max() <= tolerance, name
 
 
 def test_bench_gpu_prints_figures_and_ratios() -> None:

@@ -18,6 +18,7 @@ import torch
 from tengen.go.features import encode
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
 from tengen.go.sgf import iter_boards, read_game
+from tengen.infra.promotion import softmax
 from tengen.nn.evaluator import TorchEvaluator
 
 DATA = Path(__file__).parent / "data"
@@ -44,18 +45,12 @@ def _evaluate(evaluator: TorchEvaluator, spatial: np.ndarray, global_inputs: np.
     return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
 
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    z = logits - logits.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
-
-
 def _check_close(fp32: dict[str, np.ndarray], other: dict[str, np.ndarray], exact: bool) -> None:
     for name, array in other.items():
         assert array.dtype == np.float32 and array.shape == fp32[name].shape, name
-    p, q = _softmax(fp32["policy"]), _softmax(other["policy"])
+    p, q = softmax(fp32["policy"]), softmax(other["policy"])
     kl = (p * (np.log(np.maximum(p, 1e-30)) - np.log(np.maximum(q, 1e-30)))).sum(axis=1)
-    winrate_diff = np.abs(_softmax(fp32["value"])[:, 0] - _softmax(other["value"])[:, 0])
+    winrate_diff = np.abs(softmax(fp32["value"])[:, 0] - softmax(other["value"])[:, 0])
     score_diff = np.abs(fp32["score"][:, 0] - other["score"][:, 0])
     print(f"{len(kl)} positions: policy KL mean {kl.mean():.5f} max {kl.max():.5f}; winrate diff mean "
           f"{winrate_diff.mean():.5f} max {winrate_diff.max():.5f}; score diff mean {score_diff.mean():.4f} "

@@ -91,7 +91,8 @@ def check_served(url: str, model: str, expected: dict[str, np.ndarray]) -> Calla
     return check
 
 
-def _softmax(logits: np.ndarray) -> np.ndarray:
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of logits (policy, value) into probabilities."""
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
 
@@ -101,7 +102,7 @@ def agree(name: str, served: np.ndarray, export_fp32: np.ndarray) -> bool:
     compute in bf16 (services/inference/model.py), which moves probabilities by about 0.005 and
     scores by about 0.2 points, where another net's answers differ by far more."""
     if name in ("policy", "value"):
-        return bool(np.abs(_softmax(served) - _softmax(export_fp32)).max() <= 0.03)
+        return bool(np.abs(softmax(served) - softmax(export_fp32)).max() <= 0.03)
     if name == "score":
         return _same_points(served, export_fp32)
     if name == "uncertainty":
