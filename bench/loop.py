@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> dict:
     from tengen.infra.broker import LocalBroker
     from tengen.infra.kafka import ReliableProducer, announce_model, ensure_topics
     from tengen.infra.process import dies_with_parent
-    from tengen.infra.triton import LocalTriton, ModelRepository, data_dir_repository
+    from tengen.infra.triton import LocalTriton, ModelRepository
+    from tengen.loop.layout import DataDir
     from tengen.nn.evaluator import make_evaluator
     from tengen.run.bootstrap import ensure_model
     from tengen.run.ports import PortPicker
@@ -82,16 +83,16 @@ def run(args: argparse.Namespace) -> dict:
     if not round_s > 0:
         raise SystemExit("--round must be positive")
     with tempfile.TemporaryDirectory(prefix="tengen-bench-loop-") as tmp:
-        data_dir = Path(tmp)
-        repository = ModelRepository(data_dir_repository(data_dir))
+        data_dir = DataDir(tmp)
+        repository = ModelRepository(data_dir.models)
         ensure_model(repository, config, seed=args.seed)
         export = repository.export_path(name, 1)
         ports = PortPicker()
-        broker = LocalBroker(port=ports.pick(), log_path=data_dir / "broker.log")
-        triton = LocalTriton(repository.root, data_dir / "triton", load_models=[name], http_port=ports.pick(),
-                             grpc_port=ports.pick(), metrics_port=ports.pick(), log_path=data_dir / "triton.log")
+        broker = LocalBroker(port=ports.pick(), log_path=data_dir.root / "broker.log")
+        triton = LocalTriton(repository.root, data_dir.triton, load_models=[name], http_port=ports.pick(),
+                             grpc_port=ports.pick(), metrics_port=ports.pick(), log_path=data_dir.root / "triton.log")
         selfplay: subprocess.Popen | None = None
-        log = data_dir / "selfplay.log"
+        log = data_dir.root / "selfplay.log"
         try:
             print(f"preset {args.preset}: {config.trainer.arch} (random weights), boards {config.game.board_sizes}, "
                   f"{config.selfplay.games_in_parallel} games in parallel, {config.triton.instances} Triton "

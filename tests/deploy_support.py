@@ -222,29 +222,23 @@ def check_connections(workload: Workload, config: Config) -> dict[str, tuple[str
 # -- volumes --------------------------------------------------------------------------------------
 def written_paths(workload: Workload, config: Config) -> list[PurePosixPath]:
     """What the workload's entry point writes and must keep across restarts."""
-    from tengen.data.candidates import candidate_path
-    from tengen.infra.triton import data_dir_repository
+    from tengen.loop.layout import DataDir
 
-    data = PurePosixPath(config.run.data_dir)
+    data = DataDir(PurePosixPath(config.run.data_dir))
     argv = workload.argv
     if argv[:3] == ["python", "-m", "services.trainer"]:
-        return [data / "trainer" / "window", data / "trainer" / "checkpoint.pt",
-                data / PurePosixPath(candidate_path("/", "c")).relative_to("/"),
-                data / "tensorboard" / "trainer"]
-    repository_model = PurePosixPath(str(data_dir_repository(str(data)))) / config.run.model_name
-    if argv[:3] == ["python", "-m", "services.selfplay"]:
-        return [data / "sgf"]
-    if argv[:3] == ["python", "-m", "services.gating"]:
-        from services.gating.ledger import GATING_DIR
-
-        return [data / GATING_DIR, repository_model]
-    if argv[:3] == ["python", "-m", "services.strength"]:
-        from tengen.gtp.strength import RESULTS_FILE, SGF_DIR
-
-        return [data / PurePosixPath(RESULTS_FILE.as_posix()), data / PurePosixPath(SGF_DIR.as_posix())]
-    if argv[0].endswith("bootstrap-model.sh") or argv[:3] == ["tengen", "models", "prepare"]:
-        return [repository_model]
-    return []
+        paths = [data.window, data.checkpoint, data.candidates, data.trainer_tensorboard]
+    elif argv[:3] == ["python", "-m", "services.selfplay"]:
+        paths = [data.selfplay_sgf]
+    elif argv[:3] == ["python", "-m", "services.gating"]:
+        paths = [data.gating, data.models / config.run.model_name]
+    elif argv[:3] == ["python", "-m", "services.strength"]:
+        paths = [data.strength_results, data.strength_sgf]
+    elif argv[0].endswith("bootstrap-model.sh") or argv[:3] == ["tengen", "models", "prepare"]:
+        paths = [data.models / config.run.model_name]
+    else:
+        paths = []
+    return [PurePosixPath(p.as_posix()) for p in paths]
 
 
 def mount_of(workload: Workload, path: PurePosixPath) -> tuple[str, tuple[str, bool]] | None:

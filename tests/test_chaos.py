@@ -13,8 +13,7 @@ from tengen.data.synthetic import random_game
 from tengen.data.window import Window
 from tengen.infra.outbox import Outbox
 from tengen.run.chaos import Drill, spooled_ids
-from tengen.run.local import SELFPLAY_OUTBOX
-from tengen.run.status import WINDOW_DIR
+from tengen.loop.layout import DataDir
 
 
 def test_spooled_games_count_as_acknowledged(tmp_path: Path) -> None:
@@ -22,11 +21,11 @@ def test_spooled_games_count_as_acknowledged(tmp_path: Path) -> None:
     assert spooled_ids(tmp_path) == set()  # no worker has spooled anything yet
     for worker, ids in (("0", ["0-a-0-1", "0-a-0-2"]), ("1", ["1-b-0-1"])):
         outbox = Outbox("127.0.0.1:1", "tengen.games", "tengen-trainer", lambda k, v: None,
-                        spool_dir=tmp_path / SELFPLAY_OUTBOX / worker)
+                        spool_dir=DataDir(tmp_path).outbox(worker))
         for game_id in ids:
             assert outbox.add(game_id, game_id.encode())
     # One of them the trainer already has (committed a moment later, it leaves the spool).
-    window = Window(tmp_path / WINDOW_DIR, 7, c=config.trainer.window_c)
+    window = Window(DataDir(tmp_path).window, 7, c=config.trainer.window_c)
     record = random_game(np.random.default_rng(1), 7, game_id="0-a-0-1")
     window.append(record.id, rows_from_record(record, 7))
     window.close()

@@ -16,7 +16,8 @@ import torch
 from process_support import TENGEN, has, interrupt, runs
 from tengen.config import load_config
 from tengen.infra.process import marked_processes
-from tengen.infra.triton import ModelRepository, data_dir_repository
+from tengen.infra.triton import ModelRepository
+from tengen.loop.layout import DataDir
 from tengen.nn.export import export_model
 from tengen.nn.model import build_model
 from tengen.run.bootstrap import ensure_model
@@ -75,7 +76,7 @@ def test_strength_service_stops_mid_measurement(tmp_path: Path, gnugo: str, sign
     data_dir = tmp_path / "data"
     env = {"TENGEN_DATA_DIR": str(data_dir), "TENGEN_RATINGS_URL": "", "TENGEN_STRENGTH__GNUGO": gnugo,
            "TENGEN_STRENGTH__GNUGO_LEVELS": "0", "TENGEN_STRENGTH__GAMES": "4", "TENGEN_STRENGTH__VISITS": "8"}
-    ensure_model(ModelRepository(data_dir_repository(data_dir)), load_config("tiny", env=env))  # version 1
+    ensure_model(ModelRepository(DataDir(data_dir).models), load_config("tiny", env=env))  # version 1
     # The game in progress finishes, then exit 0; Ctrl-C at the terminal does not reach the engines
     # (their own process group), so it does not end that game as a forfeit in the results either.
     out = interrupt(tmp_path, [sys.executable, "-m", "services.strength", "--preset", "tiny", "--http-port", "0"],

@@ -287,9 +287,9 @@ def test_volumes_persist_what_services_write_and_share_what_others_read(compose:
     strength = workload("strength", services["strength"])
     assert strength.mounts["/data/models"] == (volume_at("triton", triton_repo), True), \
         "strength only reads the repository"
-    from tengen.gtp.strength import RESULTS_FILE
+    from tengen.loop.layout import DataDir
 
-    results_dir = str(PurePosixPath("/data") / PurePosixPath(RESULTS_FILE.as_posix()).parent)
+    results_dir = DataDir("/data").strength_results.parent.as_posix()
     own = strength.mounts[results_dir]
     assert not own[1] and all(own[0] != source for other, s in services.items() if other != "strength"
                               for source, _ in workload(other, s).mounts.values()), f"{results_dir}: {own}"

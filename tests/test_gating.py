@@ -184,22 +184,21 @@ def test_a_candidate_whose_announcement_was_lost_is_gated_from_its_file(tmp_path
     Gating picks up the newest file that no announcement or decision covers, once it is older than
     the grace the trainer needs between writing and announcing."""
     from services.gating import service as gating
-    from tengen.data.candidates import candidate_path
 
     env = {"TENGEN_DATA_DIR": str(tmp_path / "data")}
     service = GatingService(load_config("tiny", env=env))
     assert service._orphaned_candidate() is None  # no candidates dir yet
     old = time.time() - gating.ORPHAN_GRACE_S - 5
     for samples in (1000, 2000):
-        path = _random_export(candidate_path(service.data_dir, f"candidate-{samples:012d}"), seed=samples,
+        path = _random_export(service.data_dir.candidate(f"candidate-{samples:012d}"), seed=samples,
                               samples=samples)
         os.utime(path, (old, old))
     orphan = service._orphaned_candidate()
     assert orphan is not None and orphan.name == "candidate-000000002000" and orphan.samples == 2000
-    assert orphan.path == str(candidate_path(service.data_dir, orphan.name)) and orphan.arch == service.config.trainer.arch
+    assert orphan.path == str(service.data_dir.candidate(orphan.name)) and orphan.arch == service.config.trainer.arch
     assert CandidateAnnouncement.from_bytes(orphan.to_bytes()) == orphan
 
-    fresh = _random_export(candidate_path(service.data_dir, "candidate-000000003000"), seed=3, samples=3000)
+    fresh = _random_export(service.data_dir.candidate("candidate-000000003000"), seed=3, samples=3000)
     assert service._orphaned_candidate() is None  # the newest is still within its announcement's grace
     os.utime(fresh, (old, old))
     sidecar_path(fresh).write_text("{torn")

@@ -12,8 +12,9 @@ import torch
 
 from services.strength.service import StrengthService
 from tengen.config import Config, StrengthConfig, load_config
-from tengen.gtp.strength import RESULTS_FILE, SGF_DIR, latest_results, read_results
-from tengen.infra.triton import ModelRepository, data_dir_repository
+from tengen.gtp.strength import latest_results, read_results
+from tengen.infra.triton import ModelRepository
+from tengen.loop.layout import DataDir
 from tengen.nn.export import export_model
 from tengen.nn.model import build_model
 from tengen.ratings.config import sqlite_url
@@ -34,7 +35,7 @@ def add_version(data_dir: Path, config: Config, samples: int, tmp_path: Path) ->
     export = tmp_path / f"net-{samples}.pt"
     torch.manual_seed(samples)
     export_model(build_model(config.trainer.arch), export, samples_seen=samples)
-    return ModelRepository(data_dir_repository(data_dir)).write_version(config.run.model_name, export)
+    return ModelRepository(DataDir(data_dir).models).write_version(config.run.model_name, export)
 
 
 def wait_for(condition, timeout_s: float = 120.0) -> None:
@@ -54,7 +55,7 @@ def start(service: StrengthService) -> tuple[threading.Event, threading.Thread]:
 def test_measures_each_new_version_into_ratings_and_results(gnugo: str, tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     config = strength_config(data_dir, gnugo, interval_s=0.1)
-    ensure_model(ModelRepository(data_dir_repository(data_dir)), config)  # version 1, random, 0 samples
+    ensure_model(ModelRepository(DataDir(data_dir).models), config)  # version 1, random, 0 samples
     stop, thread = start(StrengthService(config, http_port=0, poll_s=0.2))
     try:
         wait_for(lambda: len(read_results(data_dir)) == 1)
@@ -74,7 +75,7 @@ def test_measures_each_new_version_into_ratings_and_results(gnugo: str, tmp_path
         assert 0 <= r.rate_low <= r.score_rate <= r.rate_high <= 1
         assert (r.visits, r.board_size, r.komi) == (2, 7, 9.0)
     assert [r.version for r in latest_results(data_dir)] == [2]
-    assert len(list((data_dir / SGF_DIR / "v1").glob("*.sgf"))) == 2
+    assert len(list(DataDir(data_dir).strength_sgf_version(1).glob("*.sgf"))) == 2
 
     store = RatingsStore(sqlite_url(data_dir))
     try:
@@ -99,7 +100,7 @@ def test_measures_each_new_version_into_ratings_and_results(gnugo: str, tmp_path
 def test_waits_the_interval_between_measurements(gnugo: str, tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     config = strength_config(data_dir, gnugo, interval_s=3600)
-    repository = ModelRepository(data_dir_repository(data_dir))
+    repository = ModelRepository(DataDir(data_dir).models)
     ensure_model(repository, config)
     service = StrengthService(config, http_port=0, poll_s=0.05)
     stop, thread = start(service)
@@ -118,7 +119,7 @@ def test_waits_the_interval_between_measurements(gnugo: str, tmp_path: Path) -> 
 def test_without_gnugo_it_says_so_and_idles(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     data_dir = tmp_path / "data"
     config = strength_config(data_dir, str(tmp_path / "no-such-gnugo"), interval_s=0.1)
-    ensure_model(ModelRepository(data_dir_repository(data_dir)), config)
+    ensure_model(ModelRepository(DataDir(data_dir).models), config)
     service = StrengthService(config, http_port=0, poll_s=0.05)
     caplog.set_level("INFO", logger="services.strength")
     stop, thread = start(service)
@@ -128,5 +129,5 @@ def test_without_gnugo_it_says_so_and_idles(tmp_path: Path, caplog: pytest.LogCa
     stop.set()
     thread.join(10)
     assert not thread.is_alive()
-    assert not (data_dir / RESULTS_FILE).exists()
+    assert not DataDir(data_dir).strength_results.exists()
     assert sum("GNU Go is not installed" in r.getMessage() for r in caplog.records) == 1

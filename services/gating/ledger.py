@@ -1,4 +1,5 @@
-"""Gating's durable state under `<data_dir>/gating/`: one file per match and the decision log.
+"""Gating's durable state under `<data_dir>/gating/` (tengen.loop.layout): one file per match and
+the decision log.
 
 - `matches/<candidate>.jsonl`: a header line (candidate, its path, the opponent version, the
   candidate's version in Triton), then one line per finished game (MatchGameResult.to_dict, with
@@ -22,13 +23,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tengen.infra.files import fsync_dir
+from tengen.loop.layout import DataDir
 from tengen.search.match import MatchGameResult
 
 log = logging.getLogger("services.gating")
 
-GATING_DIR = "gating"
-DECISIONS_FILE = "decisions.jsonl"
-MATCHES_DIR = "matches"
 DECISION_FIELDS = ("candidate", "candidate_path", "opponent_version", "wins", "losses", "draws", "games",
                    "promoted", "promoted_version", "reason", "time")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")
@@ -78,7 +77,7 @@ def read_lines(path: Path) -> Iterator[dict[str, Any]]:
 
 class DecisionLog:
     def __init__(self, data_dir: str | os.PathLike[str]) -> None:
-        self.path = Path(data_dir) / GATING_DIR / DECISIONS_FILE
+        self.path = DataDir(data_dir).decisions
 
     def find(self, candidate: str) -> dict[str, Any] | None:
         """The recorded decision about `candidate` (the last one), or None."""
@@ -104,7 +103,7 @@ class MatchFile:
 
     def __init__(self, data_dir: str | os.PathLike[str], candidate: str) -> None:
         self.candidate = check_candidate_name(candidate)
-        self.path = Path(data_dir) / GATING_DIR / MATCHES_DIR / f"{candidate}.jsonl"
+        self.path = DataDir(data_dir).match(candidate)
         self.header: dict[str, Any] | None = None
         self.results: dict[int, MatchGameResult] = {}
         self.reported = False
@@ -156,7 +155,7 @@ class MatchFile:
     @staticmethod
     def unreported(data_dir: str | os.PathLike[str]) -> list[str]:
         """Candidates whose match files are not marked reported."""
-        directory = Path(data_dir) / GATING_DIR / MATCHES_DIR
+        directory = DataDir(data_dir).matches
         if not directory.is_dir():
             return []
         names = []

@@ -57,7 +57,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from services.gating.decision import Score, Verdict, decide
 from services.gating.ledger import DecisionLog, MatchFile, check_candidate_name
 from tengen.config import Config
-from tengen.data.candidates import CANDIDATES_DIR, CandidateAnnouncement, candidate_path
+from tengen.data.candidates import CandidateAnnouncement
 from tengen.gtp.match import Reporter, ratings_reporter
 from tengen.infra.health import HealthServer
 from tengen.infra.kafka import (
@@ -79,11 +79,11 @@ from tengen.infra.promotion import (
     promoted_version,
     validate_export,
 )
+from tengen.loop.layout import DataDir
 from tengen.infra.triton import (
     ModelRepository,
     TritonError,
     TritonEvaluator,
-    data_dir_repository,
     load_model,
     ready_versions,
     wait_version_ready,
@@ -140,8 +140,8 @@ class GatingService:
         self.config = config
         self.model = config.run.model_name
         self.candidate_model = f"{self.model}{CANDIDATE_SUFFIX}"
-        self.data_dir = Path(config.run.data_dir)
-        self.repository = ModelRepository(data_dir_repository(self.data_dir))
+        self.data_dir = DataDir(config.run.data_dir)
+        self.repository = ModelRepository(self.data_dir.models)
         self.url = config.triton.url
         self.settings = MatchSettings.from_config(config)
         self.decisions = DecisionLog(self.data_dir)
@@ -226,15 +226,11 @@ class GatingService:
             last = self.decisions.last()
             if last is not None:
                 self._seen(str(last.get("candidate", "")))
-        directory = self.data_dir / CANDIDATES_DIR
-        try:
-            names = sorted(p.stem for p in directory.glob("candidate-*.pt"))
-        except OSError:
-            return None
+        names = [Path(file).stem for file in self.data_dir.candidate_files()]
         if not names or names[-1] <= self._newest_seen:
             return None
         name = names[-1]
-        path = candidate_path(self.data_dir, name)
+        path = self.data_dir.candidate(name)
         try:
             created = path.stat().st_mtime
             meta = json.loads(sidecar_path(path).read_text())

@@ -23,16 +23,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from services.gating.ledger import DECISIONS_FILE, GATING_DIR, MATCHES_DIR, MatchFile, check_candidate_name, read_lines
+from services.gating.ledger import MatchFile, check_candidate_name, read_lines
 from tengen.go.board import BLACK, WHITE
 from tengen.go.rules import parse_rules
 from tengen.go.sgf import SgfError, SgfGame, read_game, write_game
+from tengen.loop.layout import DataDir
 from tengen.ratings.records import InvalidRequest, RatingsError
 from tengen.search.match import END_RESIGN, MatchGameResult
 
 log = logging.getLogger(__name__)
 
-SELFPLAY_DIR = "sgf"  # <games dir>/sgf/v<N>/<id>.sgf
 MAX_SGF_BYTES = 4 * 1024 * 1024  # a 19x19 self-play game with comments is ~30 KB
 MAX_HEADER_BYTES = 64 * 1024  # the first line of a match file
 MAX_VERSION = 10**12
@@ -127,6 +127,7 @@ class GameLibrary:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root).resolve()
+        self.layout = DataDir(self.root)
 
     # -- paths ------------------------------------------------------------------------------------
     def _inside(self, path: Path) -> Path | None:
@@ -139,11 +140,15 @@ class GameLibrary:
             return None
         return resolved
 
+    def _relative(self, path: Path) -> str:
+        """`path` as error messages name it: relative to the games dir."""
+        return path.relative_to(self.root).as_posix()
+
     def _selfplay_dir(self, version: int) -> Path:
-        return self.root / SELFPLAY_DIR / f"v{version}"
+        return self.layout.selfplay_sgf_version(version)
 
     def _match_path(self, candidate: str) -> Path:
-        return self.root / GATING_DIR / MATCHES_DIR / f"{candidate}.jsonl"
+        return self.layout.match(candidate)
 
     # -- self-play --------------------------------------------------------------------------------
     def selfplay_games(self, version: int, limit: int = 30) -> tuple[int, list[SelfplayEntry]]:
@@ -176,10 +181,10 @@ class GameLibrary:
         path = self._inside(self._selfplay_dir(version) / f"{game_id}.sgf")
         if path is None:
             raise GameNotFound(f"no self-play game {game_id!r} of version {version} "
-                               f"(looked in {SELFPLAY_DIR}/v{version}/ of the games dir)")
+                               f"(looked in {self._relative(self._selfplay_dir(version))}/ of the games dir)")
         size = path.stat().st_size
         if size > MAX_SGF_BYTES:
-            raise GameUnreadable(f"{SELFPLAY_DIR}/v{version}/{game_id}.sgf is {size} bytes, over {MAX_SGF_BYTES}")
+            raise GameUnreadable(f"{self._relative(path)} is {size} bytes, over {MAX_SGF_BYTES}")
         return path.read_bytes()
 
     def selfplay_game(self, version: int, game_id: str) -> SgfGame:
@@ -187,16 +192,16 @@ class GameLibrary:
         try:
             return read_game(data)
         except SgfError as error:
-            raise GameUnreadable(f"{SELFPLAY_DIR}/v{version}/{game_id}.sgf: {error}") from None
+            raise GameUnreadable(f"{self._relative(self._selfplay_dir(version))}/{game_id}.sgf: {error}") from None
 
     # -- gating -----------------------------------------------------------------------------------
     def _decisions(self) -> dict[str, dict]:
-        return {d["candidate"]: d for d in read_lines(self.root / GATING_DIR / DECISIONS_FILE)
+        return {d["candidate"]: d for d in read_lines(self.layout.decisions)
                 if isinstance(d.get("candidate"), str)}
 
     def _headers(self) -> list[tuple[str, dict]]:
         """(candidate, header) of every match file, read from its first line only."""
-        directory = self.root / GATING_DIR / MATCHES_DIR
+        directory = self.layout.matches
         found = []
         try:
             names = sorted(os.listdir(directory))
@@ -248,10 +253,10 @@ class GameLibrary:
         check_candidate(candidate)
         if self._inside(self._match_path(candidate)) is None:
             raise GameNotFound(f"no gating match of candidate {candidate!r} (looked for "
-                               f"{GATING_DIR}/{MATCHES_DIR}/{candidate}.jsonl in the games dir)")
+                               f"{self._relative(self._match_path(candidate))} in the games dir)")
         headers = dict(self._headers())
         if candidate not in headers:
-            raise GameUnreadable(f"{GATING_DIR}/{MATCHES_DIR}/{candidate}.jsonl has no readable header")
+            raise GameUnreadable(f"{self._relative(self._match_path(candidate))} has no readable header")
         match = self._match(candidate, headers[candidate], self._decisions().get(candidate))
         for game in match.games:
             if game.index == index:
@@ -286,7 +291,7 @@ class GameLibrary:
         """Every version with games: version -> (self-play SGFs, gating matches)."""
         counts: dict[int, list[int]] = {}
         try:
-            with os.scandir(self.root / SELFPLAY_DIR) as listing:
+            with os.scandir(self.layout.selfplay_sgf) as listing:
                 for entry in listing:
                     found = _VERSION_DIR.fullmatch(entry.name)
                     if found and entry.is_dir(follow_symlinks=False):

@@ -75,6 +75,7 @@ from tengen.infra.kafka import (
 )
 from tengen.infra.outbox import Outbox
 from tengen.infra.triton import TritonError, TritonEvaluator, model_states
+from tengen.loop.layout import DataDir
 from tengen.proto import game_pb2
 from tengen.search.runner import SelfplayRunner
 
@@ -180,7 +181,7 @@ class SelfplayService:
         self.worker_id = check_worker_id(worker_id)
         self.run_id = f"{self.worker_id}-{secrets.token_hex(4)}"
         self.model = config.run.model_name
-        self.sgf_dir = Path(config.run.data_dir) / "sgf"
+        self.data_dir = DataDir(config.run.data_dir)
         self.outbox_dir = outbox_dir
         self.games_wanted = games
         self.log_every_s = log_every_s
@@ -397,7 +398,7 @@ class SelfplayService:
             return
         if self._sample.random() < self.config.selfplay.sgf_sample_rate:
             try:
-                write_record_sgf(record, self.sgf_dir / f"v{record.model_version}")
+                write_record_sgf(record, self.data_dir.selfplay_sgf_version(record.model_version))
                 self.metrics.sgf.inc()
             except (OSError, ValueError) as exc:
                 log.warning("selfplay: could not write the SGF of game %s: %s", record.id, exc)

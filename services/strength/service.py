@@ -28,7 +28,8 @@ from tengen.gtp.gnugo import INSTALL_HINT, find_gnugo
 from tengen.gtp.match import GameOutcome, Reporter, ratings_reporter
 from tengen.gtp.strength import measure_version, read_results
 from tengen.infra.health import HealthServer
-from tengen.infra.triton import ModelRepository, data_dir_repository
+from tengen.infra.triton import ModelRepository
+from tengen.loop.layout import DataDir
 
 log = logging.getLogger("services.strength")
 
@@ -89,7 +90,7 @@ class StrengthService:
             log.info("strength: stopped")
 
     def _loop(self, gnugo: str, reporter: Reporter, stop: threading.Event) -> None:
-        repository = ModelRepository(data_dir_repository(self.data_dir))
+        repository = ModelRepository(DataDir(self.data_dir).models)
         measured = {r.version for r in read_results(self.data_dir)}
         levels = ", ".join(str(level) for level in self.settings.gnugo_levels)
         self._set_state(f"waiting for a version to measure against GNU Go level(s) {levels} "

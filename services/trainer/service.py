@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from pathlib import Path
 
 import torch
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -35,8 +34,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from services.trainer.ingest import IngestStats, ingest
 from services.trainer.training import Learner, NonFiniteError
 from tengen.config import Config
-from tengen.data.candidates import CandidateAnnouncement, candidate_name, candidate_path
+from tengen.data.candidates import CandidateAnnouncement
 from tengen.data.window import Window
+from tengen.loop.layout import DataDir, candidate_name
 from tengen.infra.health import HealthServer
 from tengen.infra.kafka import (
     CANDIDATES_TOPIC,
@@ -84,16 +84,16 @@ class TrainerService:
         group_id: str = TRAINER_GROUP,
     ) -> None:
         self.config = config
-        self.data_dir = Path(config.run.data_dir)
+        self.data_dir = DataDir(config.run.data_dir)
         self.window = Window(
-            self.data_dir / "trainer" / "window",
+            self.data_dir.window,
             pos_len=max(config.game.board_sizes),
             c=config.trainer.window_c,
             alpha=config.trainer.window_alpha,
             beta=config.trainer.window_beta,
         )
         self.learner = Learner(config.trainer, self.window, device=device)
-        self.checkpoint_path = self.data_dir / "trainer" / "checkpoint.pt"
+        self.checkpoint_path = self.data_dir.checkpoint
         if self.checkpoint_path.exists():
             self.learner.load(self.checkpoint_path)
             log.info("resumed from %s at %d samples", self.checkpoint_path, self.learner.counters.samples)
@@ -119,7 +119,7 @@ class TrainerService:
         if not wait_for_topics(bootstrap, stop, "trainer"):
             self._stop_http()
             return
-        writer = SummaryWriter(str(self.data_dir / "tensorboard" / "trainer"))
+        writer = SummaryWriter(str(self.data_dir.trainer_tensorboard))
         producer = ReliableProducer(bootstrap, client_id="tengen-trainer")
         consumer = GroupConsumer(bootstrap, GAMES_TOPIC, self.group_id, client_id="tengen-trainer")
         log.info("trainer: window %s holds %d of %d rows (%d games); net %s at %d samples",
@@ -218,7 +218,7 @@ class TrainerService:
     def _export_candidate(self, producer: ReliableProducer) -> None:
         samples = self.learner.counters.samples
         name = candidate_name(samples)
-        path = candidate_path(self.data_dir, name)
+        path = self.data_dir.candidate(name)
         net = self.learner.candidate()
         export_model(net, path, samples, extra={"name": name, "swa_snapshots": self.learner.swa.snapshots})
         announcement = CandidateAnnouncement(name=name, path=str(path), samples=samples,

@@ -51,11 +51,11 @@ def add_repository_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def repository_path(args: argparse.Namespace) -> Path:
-    from tengen.infra.triton import data_dir_repository
+    from tengen.loop.layout import DataDir
 
     if args.model_repository is not None:
         return args.model_repository
-    return data_dir_repository(args.data_dir if args.data_dir is not None else default_data_dir())
+    return DataDir(args.data_dir if args.data_dir is not None else default_data_dir()).models
 
 
 # -- init -----------------------------------------------------------------------------------------

@@ -34,15 +34,16 @@ class _Local:
 
     def __init__(self, args: argparse.Namespace) -> None:
         from tengen.ratings.book import RatingsBook
-        from tengen.ratings.config import SQLITE_NAME, store_url
+        from tengen.loop.layout import DataDir
+        from tengen.ratings.config import store_url
         from tengen.ratings.records import RatingsError
         from tengen.ratings.store import RatingsStore
 
-        sqlite = Path(args.data_dir) / SQLITE_NAME
+        sqlite = DataDir(args.data_dir).ratings_sqlite
         if not args.database_url and args.action is not _import and not sqlite.is_file():
             # Reading a data dir that has no ratings (a typo, a run not started yet) would create an
             # empty store there and show an empty table.
-            raise RatingsError(f"no ratings in {args.data_dir} (no {SQLITE_NAME}): give the data dir of a run "
+            raise RatingsError(f"no ratings in {args.data_dir} (no {sqlite.name}): give the data dir of a run "
                                "(--data-dir), a database (--database-url) or a ratings service (--url)")
         self.store = RatingsStore(store_url(args.data_dir, args.database_url), max_batch=args.max_batch)
         self.book = RatingsBook(self.store, prior_draws=args.prior_draws, anchor=args.anchor)

@@ -96,7 +96,8 @@ def preset_and_data_dir(prog: str, preset: str, data_dir: Path | None) -> tuple[
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tengen.run.local import LOGS_DIR, LocalRun, RunError, RunOptions
+    from tengen.loop.layout import DataDir
+    from tengen.run.local import LocalRun, RunError, RunOptions
 
     found = preset_and_data_dir("tengen run", args.preset, args.data_dir)
     if found is None:
@@ -106,8 +107,9 @@ def _run(args: argparse.Namespace) -> int:
     config.selfplay.workers = workers
     interactive = sys.stdout.isatty() and not args.plain
     status_every = args.status_every or (5.0 if interactive else 30.0)
-    (data_dir / LOGS_DIR).mkdir(parents=True, exist_ok=True)
-    log_file = _log_to_file(data_dir / LOGS_DIR / "run.log", interactive)
+    logs = DataDir(data_dir).logs
+    logs.mkdir(parents=True, exist_ok=True)
+    log_file = _log_to_file(logs / "run.log", interactive)
     options = RunOptions(preset=preset, config=config, data_dir=data_dir, workers=workers,
                          duration_s=args.duration, status_every_s=status_every, interactive=interactive)
     stop = threading.Event()

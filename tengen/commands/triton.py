@@ -51,10 +51,11 @@ def _resolve_port(args: argparse.Namespace, kind: str, fallback: int) -> int | N
 
 def _serve(args: argparse.Namespace) -> int:
     from tengen.infra.triton import LocalTriton, ModelRepository, TritonError
+    from tengen.loop.layout import DataDir
 
     repo = ModelRepository(repository_path(args))  # created when missing: an empty one serves nothing yet
     data_dir = args.data_dir if args.data_dir is not None else default_data_dir()
-    workdir = args.workdir if args.workdir is not None else data_dir / "triton"
+    workdir = args.workdir if args.workdir is not None else DataDir(data_dir).triton
     if args.load:
         missing = [m for m in args.load if not repo.versions(m)]
         if missing:

@@ -10,19 +10,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
-
-CANDIDATES_DIR = "candidates"
-
-
-def candidate_name(samples: int) -> str:
-    """Names sort by training progress."""
-    return f"candidate-{samples:012d}"
-
-
-def candidate_path(data_dir: str | Path, name: str) -> Path:
-    return Path(data_dir).resolve() / CANDIDATES_DIR / f"{name}.pt"
-
 
 @dataclass(frozen=True)
 class CandidateAnnouncement:

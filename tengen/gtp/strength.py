@@ -24,13 +24,11 @@ from tengen.config import StrengthConfig
 from tengen.go.rules import KATAGO
 from tengen.gtp.gnugo import anchor_name, gnugo_command, model_command
 from tengen.gtp.match import EngineSpec, GameOutcome, Match, MatchSettings, Reporter
+from tengen.loop.layout import DataDir
 from tengen.nn.export import export_samples
 from tengen.ratings.records import version_player
 
 log = logging.getLogger(__name__)
-
-RESULTS_FILE = Path("strength") / "results.jsonl"
-SGF_DIR = Path("strength") / "sgf"
 
 
 @dataclass(frozen=True)
@@ -66,7 +64,7 @@ class StrengthResult:
 def read_results(data_dir: Path) -> list[StrengthResult]:
     """Every result in the data dir's results file, oldest first (torn or foreign lines skipped)."""
     try:
-        lines = (Path(data_dir) / RESULTS_FILE).read_text().splitlines()
+        lines = DataDir(data_dir).strength_results.read_text().splitlines()
     except OSError:
         return []
     results = []
@@ -88,7 +86,7 @@ def latest_results(data_dir: Path) -> list[StrengthResult]:
 
 
 def append_result(data_dir: Path, result: StrengthResult) -> None:
-    path = Path(data_dir) / RESULTS_FILE
+    path = DataDir(data_dir).strength_results
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
         f.write(json.dumps(asdict(result)) + "\n")
@@ -118,7 +116,7 @@ def measure_version(
             break
         opponent = anchor_name(level)
         settings = MatchSettings(games=config.games, size=config.board_size, komi=config.komi, rules=KATAGO,
-                                 sgf_dir=Path(data_dir) / SGF_DIR / f"v{version}", source="strength")
+                                 sgf_dir=DataDir(data_dir).strength_sgf_version(version), source="strength")
         match = Match(ours, EngineSpec(opponent, gnugo_command(gnugo, level), "anchor"), settings, reporter,
                       match_id=f"v{version}-l{level}-{time.strftime('%Y%m%d-%H%M%S')}", on_game=on_game)
         summary = match.run(stop)

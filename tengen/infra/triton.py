@@ -62,7 +62,6 @@ BACKENDS = tuple(CONFIG_TEMPLATES)
 EXPORT_FILENAME = "model.pt"
 ONNX_FILENAME = "model.onnx"  # the ONNX Runtime backend's default model file name
 STAGING_DIR = ".staging"
-MODELS_SUBDIR = "models"  # a data dir's model repository: `<data-dir>/models`
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
@@ -78,12 +77,6 @@ def _check_name(name: str) -> str:
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ValueError(f"bad model name {name!r}: use letters, digits, '_', '.', '-' (not starting with '.' or '-')")
     return name
-
-
-def data_dir_repository(data_dir: str | os.PathLike[str]) -> Path:
-    """The model repository of a run's data dir (shared by `tengen run`, `tengen triton` and
-    `tengen models`)."""
-    return Path(data_dir) / MODELS_SUBDIR
 
 
 def render_config(

@@ -22,13 +22,12 @@ import secrets
 from pathlib import Path
 
 from tengen.infra.entrypoint import env_default, positive_int
+from tengen.loop.layout import DataDir
 from tengen.ratings.records import DEFAULT_MAX_BATCH
 
 DEFAULT_GRPC_PORT = 50061
 DEFAULT_HTTP_PORT = 8061
 DEFAULT_PRIOR_DRAWS = 2.0
-TOKEN_FILE = "ratings.token"
-SQLITE_NAME = "ratings.sqlite"
 
 
 def prior_draws(text: str) -> float:
@@ -77,7 +76,7 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def sqlite_url(data_dir: Path) -> str:
-    return f"sqlite:///{Path(data_dir).resolve() / SQLITE_NAME}"
+    return f"sqlite:///{DataDir(data_dir).ratings_sqlite.resolve()}"
 
 
 # The placeholder secrets the deployment files ship (.env.example, k8s/base/kustomization.yaml):
@@ -107,7 +106,7 @@ def store_url(data_dir: Path, database_url: str | None) -> str:
 
 
 def token_path(data_dir: Path) -> Path:
-    return Path(data_dir) / TOKEN_FILE
+    return DataDir(data_dir).ratings_token
 
 
 def load_or_create_token(data_dir: Path) -> str:

@@ -33,8 +33,8 @@ from tengen.data.window import IDS, Window, WindowError
 from tengen.infra.kafka import GAMES_TOPIC
 from tengen.infra.outbox import spooled_keys
 from tengen.infra.process import marked_processes, stop_marked
-from tengen.run.local import SELFPLAY_OUTBOX, STATE_FILE
-from tengen.run.status import WINDOW_DIR, scrape
+from tengen.loop.layout import DataDir
+from tengen.run.status import scrape
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class DrillError(RuntimeError):
 def run_state(data_dir: Path) -> dict:
     """`run.json` of a live run: its endpoints and child pids ({} while there is none)."""
     try:
-        return json.loads((data_dir / STATE_FILE).read_text())
+        return json.loads(DataDir(data_dir).run_state.read_text())
     except (OSError, ValueError):
         return {}
 
@@ -58,7 +58,7 @@ def run_state(data_dir: Path) -> dict:
 def window_ids(data_dir: Path, config: Config) -> dict[str, str]:
     """Game id -> digest of every game in the run's window, read without disturbing the trainer."""
     try:
-        window = Window(data_dir / WINDOW_DIR, max(config.game.board_sizes), c=config.trainer.window_c,
+        window = Window(DataDir(data_dir).window, max(config.game.board_sizes), c=config.trainer.window_c,
                         read_only=True)
         return window.game_ids()
     except (WindowError, OSError, ValueError):  # not there yet, or replaced while being read
@@ -87,7 +87,7 @@ def acknowledged_ids(bootstrap: str, timeout_s: float = 60.0) -> set[str]:
 
 def spooled_ids(data_dir: Path) -> set[str]:
     """Game ids in the spools of the run's self-play workers: published, not yet committed."""
-    root = data_dir / SELFPLAY_OUTBOX
+    root = DataDir(data_dir).outboxes
     return set().union(*(spooled_keys(spool) for spool in root.iterdir())) if root.is_dir() else set()
 
 
@@ -244,7 +244,7 @@ class Drill:
 
     def _duplicated(self) -> int:
         """Ids with more than one line in the window's id log (one line per appended game)."""
-        path = self.data_dir / WINDOW_DIR / IDS
+        path = DataDir(self.data_dir).window / IDS
         try:
             ids = [json.loads(line)[0] for line in path.read_text().splitlines() if line.strip()]
         except (OSError, ValueError, IndexError, TypeError):
@@ -252,7 +252,7 @@ class Drill:
         return len(ids) - len(set(ids))
 
     def _start_run(self) -> None:
-        (self.data_dir / STATE_FILE).unlink(missing_ok=True)  # a SIGKILLed run leaves its state behind
+        DataDir(self.data_dir).run_state.unlink(missing_ok=True)  # a SIGKILLed run leaves its state behind
         cmd = [sys.executable, "-m", "tengen.cli", "run", "--preset", self.preset, "--data-dir", str(self.data_dir),
                "--plain", "--status-every", "10"]
         with open(self.run_log, "ab") as sink:

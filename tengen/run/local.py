@@ -34,19 +34,16 @@ from tengen.config import Config
 from tengen.gtp.gnugo import anchor_name
 from tengen.infra.broker import LocalBroker
 from tengen.infra.process import marking_descendants, stop_marked
-from tengen.infra.triton import LocalTriton, ModelRepository, data_dir_repository
-from tengen.ratings.config import SQLITE_NAME, load_or_create_token
+from tengen.infra.triton import LocalTriton, ModelRepository
+from tengen.loop.layout import DataDir
+from tengen.ratings.config import load_or_create_token
 from tengen.run.bootstrap import ensure_model
 from tengen.run.ports import PortPicker
-from tengen.run.status import DECISIONS_FILE, StatusReader, render_line, render_screen
+from tengen.run.status import StatusReader, render_line, render_screen
 from tengen.run.supervisor import Child, ServerChild, ServiceProcess, Supervisor, SupervisorError
 
 log = logging.getLogger(__name__)
 
-LOGS_DIR = "logs"
-STATE_FILE = "run.json"
-LOCK_FILE = "run.lock"
-SELFPLAY_OUTBOX = "selfplay/outbox"  # per worker: its published games the trainer has not committed
 # Preferred HTTP ports (/healthz, /metrics): the services' own defaults (compose and k8s use them
 # too); selfplay workers after the first get free ports.
 TRAINER_HTTP_PORT = 8071
@@ -88,7 +85,7 @@ class RunOptions:
 @contextlib.contextmanager
 def data_dir_lock(data_dir: Path) -> Iterator[None]:
     """Hold `<data_dir>/run.lock` (flock, released when the process ends in any way)."""
-    path = data_dir / LOCK_FILE
+    path = DataDir(data_dir).run_lock
     with open(path, "a+") as lock:
         try:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -109,7 +106,8 @@ class LocalRun:
         self.config = options.config
         self.data_dir = options.data_dir.resolve()
         self.out = out
-        self.logs = self.data_dir / LOGS_DIR
+        self.layout = DataDir(self.data_dir)
+        self.logs = self.layout.logs
         self.repository: ModelRepository | None = None
         self.endpoints: Endpoints | None = None
         self.supervisor: Supervisor | None = None
@@ -127,7 +125,7 @@ class LocalRun:
 
     def _run_locked(self, stop: threading.Event) -> int:
         opts = self.options
-        self.repository = ModelRepository(data_dir_repository(self.data_dir))
+        self.repository = ModelRepository(self.layout.models)
         version, created = ensure_model(self.repository, self.config)
         self._say(f"model {self.config.run.model_name}: "
                   + (f"wrote version 1 (random {self.config.trainer.arch} net)" if created
@@ -149,7 +147,7 @@ class LocalRun:
                 ep = self.endpoints
                 self._say(f"all services started: Kafka {ep.kafka}, Triton {ep.triton_grpc} (gRPC), "
                           f"ratings {ep.ratings_grpc} (gRPC), page {ep.ratings_http}/ (addresses in "
-                          f"{self.data_dir / STATE_FILE})")
+                          f"{self.layout.run_state})")
             next_status = time.monotonic()
             while not stop.is_set():
                 now = time.monotonic()
@@ -170,7 +168,7 @@ class LocalRun:
             self.supervisor.stop_all()
             reader.close()
             with contextlib.suppress(OSError):
-                (self.data_dir / STATE_FILE).unlink()
+                (self.layout.run_state).unlink()
             self._say(self.summary())
         return code
 
@@ -182,7 +180,7 @@ class LocalRun:
         kafka_port = cfg.kafka.bootstrap.rpartition(":")[2]
         broker = LocalBroker(port=ports.pick(int(kafka_port) if kafka_port.isdigit() else None),
                              log_path=self.logs / "broker.log")
-        triton = LocalTriton(self.repository.root, self.data_dir / "triton", load_models=[cfg.run.model_name],
+        triton = LocalTriton(self.repository.root, self.layout.triton, load_models=[cfg.run.model_name],
                              http_port=ports.pick(cfg.triton.http_port), grpc_port=ports.pick(cfg.triton.grpc_port),
                              metrics_port=ports.pick(cfg.triton.metrics_port), log_path=self.logs / "triton.log")
         ratings_grpc, ratings_http = ports.pick(cfg.ratings.grpc_port), ports.pick(cfg.ratings.http_port)
@@ -222,7 +220,7 @@ class LocalRun:
         # The local broker loses its log when it restarts, and with `tengen run` SIGKILLed the next run
         # stops the workers with it: each worker keeps its uncommitted games on disk to send again.
         children += [service(f"selfplay-{k}", "services.selfplay", *preset, "--worker-id", str(k),
-                             "--http-port", str(port), "--outbox-dir", str(self.data_dir / SELFPLAY_OUTBOX / str(k)))
+                             "--http-port", str(port), "--outbox-dir", str(self.layout.outbox(k)))
                      for k, port in enumerate(selfplay_http)]
         return children
 
@@ -269,7 +267,7 @@ class LocalRun:
         if self.options.interactive:
             title = f"tengen run · preset {self.config.preset} · {self.data_dir}"
             footer = [f"ratings page {self.endpoints.ratings_http}/   "
-                      f"tensorboard --logdir {self.data_dir / 'tensorboard'}",
+                      f"tensorboard --logdir {self.layout.tensorboard}",
                       f"service logs in {self.logs}"]
             self.out.write("\x1b[H\x1b[2J" + render_screen(status, title, footer) + "\n")  # home, clear, draw
             self.out.flush()
@@ -281,24 +279,24 @@ class LocalRun:
         ep = self.endpoints
         state = {"pid": os.getpid(), "preset": self.options.preset, "data_dir": str(self.data_dir),
                  "endpoints": ep.__dict__ if ep else {}, "children": self.supervisor.pids() if self.supervisor else {}}
-        tmp = self.data_dir / f".{STATE_FILE}.tmp"
+        tmp = self.layout.run_state.with_name(f".{self.layout.run_state.name}.tmp")
         tmp.write_text(json.dumps(state, indent=1) + "\n")
-        os.replace(tmp, self.data_dir / STATE_FILE)
+        os.replace(tmp, self.layout.run_state)
 
     def summary(self) -> str:
         """Where a run's results are and how to look at them (printed at the end)."""
-        d = self.data_dir
+        d, layout = self.data_dir, self.layout
         sgfs = [p.parent for p in d.glob("**/*.sgf")]
         sgf = (f"{len(sgfs)} files under {os.path.commonpath(sgfs)}   (tengen sgf check|score FILE)" if sgfs
                else "none written yet")
         return "\n".join([
             f"run stopped. Everything is in {d}; `tengen run --data-dir {d}` continues it.",
             f"  games (SGF)   {sgf}",
-            f"  TensorBoard   tensorboard --logdir {d / 'tensorboard'}",
-            f"  models        {data_dir_repository(d)}   (tengen models list --data-dir {d})",
-            f"  candidates    {d / 'candidates'}",
-            f"  gating        {d / DECISIONS_FILE}",
-            f"  ratings       {d / SQLITE_NAME}   (tengen ratings top --data-dir {d})",
+            f"  TensorBoard   tensorboard --logdir {layout.tensorboard}",
+            f"  models        {layout.models}   (tengen models list --data-dir {d})",
+            f"  candidates    {layout.candidates}",
+            f"  gating        {layout.decisions}",
+            f"  ratings       {layout.ratings_sqlite}   (tengen ratings top --data-dir {d})",
             f"  logs          {self.logs}",
         ])
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import time
 import urllib.error
 import urllib.request
@@ -31,16 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from tengen.config import Config
-from tengen.data.candidates import CANDIDATES_DIR
 from tengen.data.window import IDS, MANIFEST, window_size
 from tengen.gtp.strength import StrengthResult, latest_results
-from tengen.infra.triton import data_dir_repository, version_export_path
+from tengen.infra.triton import version_export_path
+from tengen.loop.layout import DataDir, candidate_samples
 from tengen.nn.export import export_samples
 from tengen.run.supervisor import ChildState
 
-DECISIONS_FILE = Path("gating") / "decisions.jsonl"
-WINDOW_DIR = Path("trainer") / "window"
-_CANDIDATE_RE = re.compile(r"^candidate-(\d+)\.pt$")
 METRICS_TIMEOUT_S = 1.0
 
 
@@ -121,6 +117,7 @@ class StatusReader:
                  selfplay_metrics: list[str] | None = None, ratings_url: str | None = None,
                  triton_url: str | None = None) -> None:
         self.data_dir = Path(data_dir)
+        self.layout = DataDir(self.data_dir)
         self.config = config
         self.trainer_metrics = trainer_metrics
         self.selfplay_metrics = selfplay_metrics or []
@@ -136,13 +133,13 @@ class StatusReader:
         status = Status()
         self._read_window(status)
         self._read_candidates(status)
-        status.gating = last_json_line(self.data_dir / DECISIONS_FILE)
+        status.gating = last_json_line(self.layout.decisions)
         status.version = data_dir_repository_latest(self.data_dir, self.config.run.model_name)
         status.serving = self._read_serving()
         served = status.serving if status.serving is not None else status.version
         if served is not None:
             status.served_samples = export_samples(
-                version_export_path(data_dir_repository(self.data_dir), self.config.run.model_name, served))
+                version_export_path(self.layout.models, self.config.run.model_name, served))
         status.strength = latest_results(self.data_dir)
         if self.trainer_metrics:
             samples = scrape(self.trainer_metrics).get("tengen_trainer_samples")
@@ -169,7 +166,7 @@ class StatusReader:
         return status
 
     def _read_window(self, status: Status) -> None:
-        directory = self.data_dir / WINDOW_DIR
+        directory = self.layout.window
         try:
             manifest = json.loads((directory / MANIFEST).read_text())
             n_total, ids_bytes = int(manifest["n_total"]), int(manifest["ids_bytes"])
@@ -193,15 +190,12 @@ class StatusReader:
         status.games_ingested = self._games
 
     def _read_candidates(self, status: Status) -> None:
-        try:
-            names = sorted(p.name for p in (self.data_dir / CANDIDATES_DIR).iterdir() if _CANDIDATE_RE.match(p.name))
-        except OSError:
-            return
+        names = self.layout.candidate_files()
         status.candidates = len(names)
         if names:
             status.latest_candidate = names[-1][: -len(".pt")]
             # The trainer's gauge restarts at 0 until its first step after a restart.
-            status.samples = int(_CANDIDATE_RE.match(names[-1]).group(1))  # type: ignore[union-attr]
+            status.samples = candidate_samples(names[-1])
 
     def _read_serving(self) -> int | None:
         if not self.triton_url:
@@ -236,7 +230,7 @@ class StatusReader:
 
 def data_dir_repository_latest(data_dir: Path, model: str) -> int | None:
     """The latest complete version of `model` in the data dir's repository (read only)."""
-    model_dir = data_dir_repository(data_dir) / model
+    model_dir = DataDir(data_dir).models / model
     try:
         versions = [int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit() and int(p.name) > 0]
     except OSError:
