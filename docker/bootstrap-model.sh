@@ -6,12 +6,12 @@
 #
 # Environment: TENGEN_PRESET, TENGEN_DATA_DIR (repository = $TENGEN_DATA_DIR/models),
 # TENGEN_TRITON_URL, TENGEN_KAFKA_BOOTSTRAP (unset: no announcement), TENGEN_RUN__MODEL_NAME
-# (default tengen), TENGEN_MODEL_BACKEND (python = CPU; onnxruntime or pytorch = GPU; default python).
+# (default tengen), TENGEN_TRITON__BACKEND (python = CPU; onnxruntime or pytorch = GPU; default python).
 set -eu
 
 data_dir="${TENGEN_DATA_DIR:-/data}"
 model="${TENGEN_RUN__MODEL_NAME:-tengen}"
-backend="${TENGEN_MODEL_BACKEND:-python}"
+backend="${TENGEN_TRITON__BACKEND:-python}"
 
 for version_dir in "$data_dir/models/$model"/[0-9]*/; do
     case "$(basename "$version_dir")" in *[!0-9]*) continue ;; esac  # versions are all digits

@@ -7,7 +7,9 @@ name the key, so a typo never silently falls back to a default.
 Environment overrides use `TENGEN_<SECTION>__<KEY>` (double underscore), e.g.
 `TENGEN_TRAINER__BATCH_SIZE=128`. A few common settings have short names too (see ENV_ALIASES):
 `TENGEN_DATA_DIR`, `TENGEN_DATABASE_URL`, `TENGEN_RATINGS_TOKEN`, `TENGEN_RATINGS_URL`,
-`TENGEN_KAFKA_BOOTSTRAP`, `TENGEN_TRITON_URL`.
+`TENGEN_KAFKA_BOOTSTRAP`, `TENGEN_TRITON_URL`. `TENGEN_PRESET` names the preset of a service or
+command started without `--preset` (default_preset). This module is the only reader of `TENGEN_`
+variables: every service, command and deployment file gets its settings from here.
 """
 from __future__ import annotations
 
@@ -99,6 +101,8 @@ class SearchConfig:
 @dataclass
 class SelfplayConfig:
     workers: int = 1
+    worker_id: str = ""  # the worker's name in game ids and logs; empty: the host name
+    http_port: int = 8072  # /healthz and /metrics (`tengen run` gives workers after the first free ports)
     games_in_parallel: int = 16  # G games per process, split into two halves in flight
     # Leaves each game's search adds to its half's batch per step (virtual loss spreads them over
     # the tree): k times the rows per request at the same games, for a loop whose requests cost a
@@ -113,6 +117,8 @@ class SelfplayConfig:
 
 @dataclass
 class TrainerConfig:
+    device: str = "cpu"  # torch device to train on
+    http_port: int = 8071  # /healthz and /metrics
     arch: str = "b6c96"
     batch_size: int = 256
     momentum: float = 0.9
@@ -157,6 +163,7 @@ class TrainerConfig:
 
 @dataclass
 class GatingConfig:
+    http_port: int = 8073  # /healthz and /metrics
     games: int = 200
     wins_to_pass: int = 100
     visits: int = 600
@@ -178,17 +185,24 @@ class StrengthConfig:
     interval_s: float = 900.0  # at most one measurement per interval: the CPU belongs to self-play
     threads: int = 1  # torch threads of the measured model's engine
     gnugo: str = ""  # gnugo binary; empty: gnugo on PATH, else Debian's /usr/games/gnugo
+    http_port: int = 8074  # /healthz and /metrics
 
 
 @dataclass
 class RatingsConfig:
-    prior_draws: float = 2.0  # virtual draws against the pseudo-opponent
-    token: str = ""  # bearer token for writes; empty = writes refused
+    """The ratings service's settings (services.ratings) and its clients' (url, token)."""
+
+    prior_draws: float = 2.0  # the prior's weight in virtual draws (BayesElo's default)
+    anchor: str = ""  # the player held at Elo 0; empty: the mean rating is held at 0
+    token: str = ""  # bearer token for writes; empty: the data dir's token file
     url: str = ""  # gRPC address of the ratings service; empty = open the store directly
     database_url: str = ""  # SQLAlchemy URL; empty = SQLite file in the data dir
+    host: str = "0.0.0.0"  # the service's listen address
     grpc_port: int = 50061
     http_port: int = 8061
-    max_batch: int = 1000
+    max_batch: int = 1000  # most games one report may carry
+    connect_attempts: int = 10  # tries to reach the database at start, with backoff
+    games_dir: str = ""  # the data dir whose games the /games pages show; empty: run.data_dir
 
 
 @dataclass
@@ -199,6 +213,9 @@ class KafkaConfig:
 @dataclass
 class TritonConfig:
     url: str = "127.0.0.1:8001"  # gRPC
+    # The backend a new model is configured for (`tengen models prepare|promote`): python (CPU,
+    # OpenVINO or torch in Triton's Python backend), onnxruntime or pytorch (GPU).
+    backend: str = "python"
     http_port: int = 8000
     grpc_port: int = 8001
     metrics_port: int = 8002
@@ -230,7 +247,14 @@ class Config:
     ratings: RatingsConfig = field(default_factory=RatingsConfig)
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     triton: TritonConfig = field(default_factory=TritonConfig)
+    # "section.key" of every value the environment set (a command that acts only when a setting
+    # was given, such as announcing to a broker, asks here).
+    from_env: set[str] = field(default_factory=set)
 
+
+BACKENDS = ("python", "pytorch", "onnxruntime")
+DEFAULT_PRESET = "cpu"
+PRESET_ENV = "TENGEN_PRESET"
 
 ENV_ALIASES = {
     "TENGEN_DATA_DIR": ("run", "data_dir"),
@@ -240,6 +264,18 @@ ENV_ALIASES = {
     "TENGEN_KAFKA_BOOTSTRAP": ("kafka", "bootstrap"),
     "TENGEN_TRITON_URL": ("triton", "url"),
 }
+
+
+def default_preset(env: Mapping[str, str] | None = None) -> str:
+    """The preset of a service or command started without --preset: $TENGEN_PRESET, else cpu."""
+    env = os.environ if env is None else env
+    return env.get(PRESET_ENV) or DEFAULT_PRESET
+
+
+def environment_config(env: Mapping[str, str] | None = None) -> Config:
+    """The configuration of a command that takes no --preset: default_preset() with the
+    environment's overrides (ConfigError when they are invalid)."""
+    return load_config(default_preset(env), env)
 
 
 def load_config(preset: str | os.PathLike = "cpu", env: Mapping[str, str] | None = None) -> Config:
@@ -261,10 +297,13 @@ def load_config(preset: str | os.PathLike = "cpu", env: Mapping[str, str] | None
             _set(config, section, key, value, source=str(path))
     for name, value in env.items():
         if name in ENV_ALIASES:
-            _set(config, *ENV_ALIASES[name], value, source=name)
+            section, key = ENV_ALIASES[name]
         elif name.startswith("TENGEN_") and "__" in name:
-            section, _, key = name[len("TENGEN_"):].partition("__")
-            _set(config, section.lower(), key.lower(), value, source=name)
+            section, _, key = (part.lower() for part in name[len("TENGEN_"):].partition("__"))
+        else:
+            continue
+        _set(config, section, key, value, source=name)
+        config.from_env.add(f"{section}.{key}")
     validate(config)
     return config
 
@@ -381,8 +420,18 @@ def validate(config: Config) -> None:
     check(1 <= triton.warmup_batch <= triton.max_batch_size, "triton.warmup_batch must be within 1..max_batch_size")
     check(all(1 <= b <= triton.max_batch_size for b in triton.preferred_batch_sizes),
           "triton.preferred_batch_sizes must be within 1..max_batch_size")
-    check(config.ratings.prior_draws >= 0 and config.ratings.max_batch >= 1,
-          "ratings.prior_draws >= 0, max_batch >= 1")
+    ratings = config.ratings
+    check(0 < ratings.prior_draws < float("inf"), "ratings.prior_draws must be a positive number of draws")
+    check(ratings.max_batch >= 1 and ratings.connect_attempts >= 1, "ratings.max_batch and connect_attempts >= 1")
+    ports = {"triton.http_port": triton.http_port, "triton.grpc_port": triton.grpc_port,
+             "triton.metrics_port": triton.metrics_port, "ratings.grpc_port": ratings.grpc_port,
+             "ratings.http_port": ratings.http_port, "trainer.http_port": trainer.http_port,
+             "selfplay.http_port": config.selfplay.http_port, "gating.http_port": gating.http_port,
+             "strength.http_port": strength.http_port}
+    for name, value in ports.items():
+        check(0 <= value <= 65535, f"{name} must be a port within 0..65535 (0: any free one)")
+    check(triton.backend in BACKENDS, f"triton.backend must be one of {', '.join(BACKENDS)}")
+    check(bool(trainer.device), "trainer.device must not be empty")
     from tengen.ratings.config import placeholder_secret  # (it imports the entry point helpers, which import this)
 
     placeholder = placeholder_secret(config.ratings.token, config.ratings.database_url)

@@ -205,9 +205,9 @@ def test_prepare_writes_version_1_before_triton_follows_the_preset_and_announces
     assert f"model {name} keeps its python backend" in out and "latest version 1" in out and "not announced" in out
     assert repo.versions(name) == [1] and repo.backend(name) == "python"
     assert "count: 3" in (repo.model_dir(name) / "config.pbtxt").read_text()
-    # The backend's default comes from the environment, which argparse does not check.
-    monkeypatch.setenv("TENGEN_MODEL_BACKEND", "tensorflow")
-    assert main(common) == 1 and "unknown backend 'tensorflow'" in capsys.readouterr().err
+    # The backend's default comes from the configuration, which refuses one it does not know.
+    monkeypatch.setenv("TENGEN_TRITON__BACKEND", "tensorflow")
+    assert main(common) == 1 and "triton.backend must be one of python, pytorch, onnxruntime" in capsys.readouterr().err
 
 
 def _reader(stream) -> queue.Queue[str]:

@@ -199,7 +199,7 @@ def test_environment_configures_each_service_the_code_talks_to(
             assert host in services, f"{w.name}: {target} host {host} is no compose service"
             listens = {"kafka": lambda s: f":{port}" in s["environment"]["KAFKA_LISTENERS"],
                        "triton": lambda s: f"--grpc-port={port}" in (REPO / "docker/triton-entrypoint.sh").read_text(),
-                       "ratings": lambda s: s["environment"]["TENGEN_RATINGS_GRPC_PORT"] == port,
+                       "ratings": lambda s: s["environment"]["TENGEN_RATINGS__GRPC_PORT"] == port,
                        "database": lambda s: port == 5432 and s["image"].startswith("postgres:")}[target]
             assert listens(services[host]), f"{w.name}: {host} does not listen on {port}"
     ratings = services["ratings"]["environment"]
@@ -225,17 +225,17 @@ def test_ports_and_health_checks_agree_with_the_code(compose: dict[str, Any]) ->
     services = compose["services"]
     trainer_port = trainer_parser().parse_args([]).http_port
     trainer = services["trainer"]
-    assert int(trainer["environment"]["TENGEN_TRAINER_HTTP_PORT"]) == trainer_port == healthcheck_port(trainer)
+    assert int(trainer["environment"]["TENGEN_TRAINER__HTTP_PORT"]) == trainer_port == healthcheck_port(trainer)
 
-    for name, env_name in (("selfplay", "TENGEN_SELFPLAY_HTTP_PORT"), ("gating", "TENGEN_GATING_HTTP_PORT"),
-                           ("strength", "TENGEN_STRENGTH_HTTP_PORT")):
+    for name, env_name in (("selfplay", "TENGEN_SELFPLAY__HTTP_PORT"), ("gating", "TENGEN_GATING__HTTP_PORT"),
+                           ("strength", "TENGEN_STRENGTH__HTTP_PORT")):
         port = importlib.import_module(f"services.{name}.__main__").build_parser().parse_args([]).http_port
         assert int(services[name]["environment"][env_name]) == port == healthcheck_port(services[name]), name
         assert "ports" not in services[name], f"{name}: only its health check needs its port"
 
     ratings = services["ratings"]
-    assert int(ratings["environment"]["TENGEN_RATINGS_GRPC_PORT"]) == DEFAULT_GRPC_PORT
-    assert int(ratings["environment"]["TENGEN_RATINGS_HTTP_PORT"]) == DEFAULT_HTTP_PORT == healthcheck_port(ratings)
+    assert int(ratings["environment"]["TENGEN_RATINGS__GRPC_PORT"]) == DEFAULT_GRPC_PORT
+    assert int(ratings["environment"]["TENGEN_RATINGS__HTTP_PORT"]) == DEFAULT_HTTP_PORT == healthcheck_port(ratings)
     assert workload("ratings", ratings).ports == {DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT}
 
     triton = services["triton"]
@@ -350,14 +350,14 @@ def test_gpu_override_reserves_gpus_and_switches_backend_and_device(gpu_compose:
         assert "count" not in devices[0], f"{name}: a count of GPUs lands on GPU 0 whatever the other service has"
         gpus[name] = devices[0]["device_ids"]
     assert gpus["triton"] != gpus["trainer"], "Triton and the trainer on one GPU by default"
-    backend = services["model-init"]["environment"]["TENGEN_MODEL_BACKEND"]
+    backend = services["model-init"]["environment"]["TENGEN_TRITON__BACKEND"]
     assert backend == "onnxruntime", "the GPU fast path: an ONNX copy served with TensorRT"
     assert "KIND_GPU" in CONFIG_TEMPLATES[backend].read_text()
     # TensorRT writes its engines where the config says: a volume of Triton's, beside the models.
     cache = re.search(r'"trt_engine_cache_path" value: "([^"$]+)/', CONFIG_TEMPLATES[backend].read_text()).group(1)
     mounts = {m.split(":")[1]: m for m in services["triton"]["volumes"]}
     assert cache in mounts and not mounts[cache].endswith(":ro") and "/models" in mounts
-    assert services["trainer"]["environment"]["TENGEN_TRAINER_DEVICE"] == "cuda"
+    assert services["trainer"]["environment"]["TENGEN_TRAINER__DEVICE"] == "cuda"
     assert services["trainer"]["build"]["args"]["TORCH_VARIANT"].startswith("cu")
     assert services["trainer"]["image"] != services["ratings"]["image"], "the CUDA trainer image has its own tag"
     # Strength plays the model in-process on the CPU: no GPU, the CPU image.

@@ -509,12 +509,12 @@ def test_ports_and_probes_agree_with_the_code(manifests: Manifests) -> None:
 
     trainer = container("StatefulSet", "trainer", "trainer")
     port = trainer_parser().parse_args([]).http_port
-    assert int(workload(m, "trainer").env["TENGEN_TRAINER_HTTP_PORT"]) == port
+    assert int(workload(m, "trainer").env["TENGEN_TRAINER__HTTP_PORT"]) == port
     assert probe(trainer, "readinessProbe") == probe(trainer, "livenessProbe") == ("/healthz", port)
 
     ratings = container("Deployment", "ratings", "ratings")
     env = workload(m, "ratings").env
-    assert (int(env["TENGEN_RATINGS_GRPC_PORT"]), int(env["TENGEN_RATINGS_HTTP_PORT"])) == (DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT)
+    assert (int(env["TENGEN_RATINGS__GRPC_PORT"]), int(env["TENGEN_RATINGS__HTTP_PORT"])) == (DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT)
     assert workload(m, "ratings").ports == {DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT}
     assert probe(ratings, "readinessProbe") == ("/healthz", DEFAULT_HTTP_PORT)
 
@@ -528,8 +528,8 @@ def test_ports_and_probes_agree_with_the_code(manifests: Manifests) -> None:
     assert probe(triton, "readinessProbe") == ("/v2/health/ready", defaults.http_port)
     assert probe(triton, "livenessProbe") == probe(triton, "startupProbe") == ("/v2/health/live", defaults.http_port)
 
-    for name, env_name in (("selfplay", "TENGEN_SELFPLAY_HTTP_PORT"), ("gating", "TENGEN_GATING_HTTP_PORT"),
-                           ("strength", "TENGEN_STRENGTH_HTTP_PORT")):
+    for name, env_name in (("selfplay", "TENGEN_SELFPLAY__HTTP_PORT"), ("gating", "TENGEN_GATING__HTTP_PORT"),
+                           ("strength", "TENGEN_STRENGTH__HTTP_PORT")):
         port = importlib.import_module(f"services.{name}.__main__").build_parser().parse_args([]).http_port
         c = container("Deployment", name, name)
         assert int(workload(m, name).env[env_name]) == port and workload(m, name).ports == {port}
@@ -621,7 +621,7 @@ def test_every_container_has_requests_and_limits_and_gpus_where_the_overlay_says
                 assert any(t["key"] == "nvidia.com/gpu" for t in tolerations), f"{c['name']} cannot land on tainted GPU nodes"
     gpu = m.variant.startswith("gpu")
     assert gpu_users == ({"triton", "trainer"} if gpu else set())
-    backend = workload(m, "model-init").env["TENGEN_MODEL_BACKEND"]
+    backend = workload(m, "model-init").env["TENGEN_TRITON__BACKEND"]
     assert backend == ("onnxruntime" if gpu else "python")
     assert ("KIND_GPU" in CONFIG_TEMPLATES[backend].read_text()) == gpu
     if gpu:  # TensorRT writes its engines where the config says: a writable volume of Triton's
@@ -629,7 +629,7 @@ def test_every_container_has_requests_and_limits_and_gpus_where_the_overlay_says
         (triton,) = [c for c in containers(m.get("Deployment", "triton")) if c["name"] == "triton"]
         assert any(v["mountPath"] == cache and not v.get("readOnly") for v in triton["volumeMounts"])
     trainer = workload(m, "trainer")
-    assert trainer.env["TENGEN_TRAINER_DEVICE"] == ("cuda" if gpu else "cpu")
+    assert trainer.env["TENGEN_TRAINER__DEVICE"] == ("cuda" if gpu else "cpu")
     assert trainer.image.endswith("-cuda") == gpu
     # Only the trainer computes with torch on a GPU (Triton has its own image): every other app
     # container, self-play's fleet above all, pulls the CPU image, not the multi-GB CUDA one.
@@ -839,7 +839,7 @@ def test_network_policies_allow_exactly_the_connections_the_workloads_make(manif
                                    p["containerPort"], p.get("name"))}
     assert reachable == {("ratings", DEFAULT_GRPC_PORT)}, f"{m.variant}: strength's egress reaches {sorted(reachable)}"
     monitoring = Peer.of("prometheus", "monitoring", {"app.kubernetes.io/name": "prometheus"})
-    port = int(workload(m, "strength").env["TENGEN_STRENGTH_HTTP_PORT"])
+    port = int(workload(m, "strength").env["TENGEN_STRENGTH__HTTP_PORT"])
     assert ingress_allowed(m, monitoring, strength, port, "http")
     trainer = Peer.of("trainer", NAMESPACE, pod_labels(m.get("StatefulSet", "trainer")))
     assert not ingress_allowed(m, trainer, strength, port, "http")

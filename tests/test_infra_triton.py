@@ -375,11 +375,11 @@ def test_onnx_config_serves_an_onnx_copy_that_answers_like_the_export(tmp_path: 
 
     import onnxruntime
 
-    from tengen.commands.models import BACKEND_CHOICES
+    from tengen.config import BACKENDS
     from tengen.nn.export import OUTPUT_NAMES, export_model, load_export
     from tengen.nn.model import build_model
 
-    assert BACKEND_CHOICES == tr.BACKENDS
+    assert BACKENDS == tr.BACKENDS  # the configuration names the backends the repository can render
     config = render_config("net", backend="onnxruntime", max_batch_size=128, warmup_board=9, warmup_batch=32)
     blocks = dict(re.findall(r"^(input|output) \[(.*?)^\]", config, re.MULTILINE | re.DOTALL))
     inputs, outputs = (re.findall(r'name: "(\w+)"', blocks[kind]) for kind in ("input", "output"))

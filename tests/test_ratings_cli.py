@@ -26,7 +26,7 @@ t6,alpha,beta,W,2024-05-03
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("TENGEN_RATINGS_URL", "TENGEN_DATABASE_URL", "TENGEN_RATINGS_TOKEN", "TENGEN_RATINGS_PRIOR_DRAWS", "TENGEN_DATA_DIR"):
+    for name in ("TENGEN_RATINGS_URL", "TENGEN_DATABASE_URL", "TENGEN_RATINGS_TOKEN", "TENGEN_RATINGS__PRIOR_DRAWS", "TENGEN_DATA_DIR"):
         monkeypatch.delenv(name, raising=False)
 
 

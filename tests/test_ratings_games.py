@@ -246,14 +246,14 @@ def test_games_dir_setting_is_validated(tmp_path: Path, monkeypatch: pytest.Monk
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="not a directory"):
         games_dir(parsed("--games-dir", str(tmp_path / "file")))
-    monkeypatch.setenv("TENGEN_RATINGS_GAMES_DIR", str(tmp_path / "from-env"))
+    monkeypatch.setenv("TENGEN_RATINGS__GAMES_DIR", str(tmp_path / "from-env"))
     with pytest.raises(ValueError, match="does not exist"):
         games_dir(build_parser().parse_args([]))
     # The service refuses to start with it, saying why (exit 2).
     out = subprocess.run([sys.executable, "-m", "services.ratings", "--data-dir", str(tmp_path / "data"),
                           "--grpc-port", "0", "--http-port", "0"], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parent.parent, env={**os.environ})
-    assert out.returncode == 2 and "from-env (--games-dir / $TENGEN_RATINGS_GAMES_DIR) does not exist" in out.stderr
+    assert out.returncode == 2 and "from-env (--games-dir / $TENGEN_RATINGS__GAMES_DIR) does not exist" in out.stderr
     assert not os.path.exists(tmp_path / "data" / "ratings.token"), "nothing was started or written"
 
 

@@ -407,7 +407,7 @@ def test_entry_point_help_token_file_and_sigterm(tmp_path: Path) -> None:
     for flag in ("--data-dir", "--database-url", "--grpc-port", "--http-port", "--token", "TENGEN_RATINGS_TOKEN"):
         assert flag in help_text
     env = {k: v for k, v in os.environ.items() if not k.startswith("TENGEN_")}
-    env["TENGEN_RATINGS_HTTP_PORT"] = "0"
+    env["TENGEN_RATINGS__HTTP_PORT"] = "0"
     process = subprocess.Popen(
         [python, "-m", "services.ratings", "--data-dir", str(tmp_path), "--grpc-port", "0", "--host", "127.0.0.1"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=root, env=env,

@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "(KataGo Appendix D settings) through Triton, promotes winners with the hot swap, "
                     "reports every game to ratings, records each decision in <data_dir>/gating/decisions.jsonl.",
     )
-    add_service_arguments(parser, http_port_env="TENGEN_GATING_HTTP_PORT", default_http_port=8073)
+    add_service_arguments(parser, section="gating")
     return parser
 
 

@@ -1,7 +1,7 @@
 """`python -m services.ratings`: the ratings service (gRPC + HTTP) over a SQL store.
 
-Every flag has a TENGEN_ environment override (see `--help`). Without a token (flag or
-$TENGEN_RATINGS_TOKEN) the service uses the data dir's token file, creating it on first start, so
+A flag left out takes its value from the preset's `ratings` section and run.data_dir (tengen.config,
+with their TENGEN_ overrides; see `--help`). Without a token (flag or $TENGEN_RATINGS_TOKEN) the service uses the data dir's token file, creating it on first start, so
 clients sharing the data dir can write and nobody else can. Stops cleanly on SIGTERM or SIGINT:
 in-flight requests finish, then the servers and the database pool close.
 """
@@ -13,12 +13,11 @@ import os
 import sys
 from pathlib import Path
 
-from tengen.infra.entrypoint import env_default, port, positive_int, stop_on_signals
+from tengen.infra.entrypoint import add_preset_argument, load_service_config, port, positive_int, stop_on_signals
 from tengen.logs import configure_logging
 from tengen.ratings.config import (
-    DEFAULT_GRPC_PORT,
-    DEFAULT_HTTP_PORT,
     add_store_arguments,
+    fill_from_config,
     load_or_create_token,
     placeholder_secret,
     store_url,
@@ -33,33 +32,26 @@ def build_parser() -> argparse.ArgumentParser:
         description="tengen ratings service: Bayesian Elo of players from rated games, "
         "over gRPC (RatingsService) and HTTP (JSON, HTML page, each version's games at /games, /healthz, /metrics).",
     )
+    add_preset_argument(parser)
     add_store_arguments(parser)
-    parser.add_argument(
-        "--host", default=env_default("TENGEN_RATINGS_HOST", "0.0.0.0"),
-        help="listen address ($TENGEN_RATINGS_HOST, default 0.0.0.0)",
-    )
-    parser.add_argument(
-        "--grpc-port", type=port, default=env_default("TENGEN_RATINGS_GRPC_PORT", DEFAULT_GRPC_PORT, port),
-        help=f"gRPC port ($TENGEN_RATINGS_GRPC_PORT, default {DEFAULT_GRPC_PORT}; 0 picks a free one)",
-    )
-    parser.add_argument(
-        "--http-port", type=port, default=env_default("TENGEN_RATINGS_HTTP_PORT", DEFAULT_HTTP_PORT, port),
-        help=f"HTTP port ($TENGEN_RATINGS_HTTP_PORT, default {DEFAULT_HTTP_PORT}; 0 picks a free one)",
-    )
-    parser.add_argument(
-        "--token", default=env_default("TENGEN_RATINGS_TOKEN", None),
-        help="bearer token that writes must carry ($TENGEN_RATINGS_TOKEN; default: the data dir's token file)",
-    )
-    parser.add_argument(
-        "--connect-attempts", type=positive_int,
-        default=env_default("TENGEN_RATINGS_CONNECT_ATTEMPTS", 10, positive_int),
-        help="tries to reach the database at start, with backoff ($TENGEN_RATINGS_CONNECT_ATTEMPTS, default 10)",
-    )
-    parser.add_argument(
-        "--games-dir", type=Path, default=env_default("TENGEN_RATINGS_GAMES_DIR", None),
-        help="data dir whose games the /games pages show: self-play's sgf/v<N>/*.sgf and gating's "
-        "gating/matches/ ($TENGEN_RATINGS_GAMES_DIR; default: --data-dir)",
-    )
+    parser.add_argument("--host", default=None,
+                        help="listen address (default ratings.host: $TENGEN_RATINGS__HOST, else 0.0.0.0)")
+    parser.add_argument("--grpc-port", type=port, default=None,
+                        help="gRPC port (default ratings.grpc_port: $TENGEN_RATINGS__GRPC_PORT, else 50061; "
+                             "0 picks a free one)")
+    parser.add_argument("--http-port", type=port, default=None,
+                        help="HTTP port (default ratings.http_port: $TENGEN_RATINGS__HTTP_PORT, else 8061; "
+                             "0 picks a free one)")
+    parser.add_argument("--token", default=None,
+                        help="bearer token that writes must carry (default ratings.token: $TENGEN_RATINGS_TOKEN; "
+                             "unset: the data dir's token file)")
+    parser.add_argument("--connect-attempts", type=positive_int, default=None,
+                        help="tries to reach the database at start, with backoff (default "
+                             "ratings.connect_attempts: $TENGEN_RATINGS__CONNECT_ATTEMPTS, else 10)")
+    parser.add_argument("--games-dir", type=Path, default=None,
+                        help="data dir whose games the /games pages show: self-play's sgf/v<N>/*.sgf and gating's "
+                             "gating/matches/ (default ratings.games_dir: $TENGEN_RATINGS__GAMES_DIR; unset: "
+                             "--data-dir)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
 
@@ -72,7 +64,7 @@ def games_dir(args: argparse.Namespace) -> Path:
         raise ValueError(f"the games dir {path} is not a directory")
     if args.games_dir is not None:
         if not path.is_dir():
-            raise ValueError(f"the games dir {path} (--games-dir / $TENGEN_RATINGS_GAMES_DIR) does not exist")
+            raise ValueError(f"the games dir {path} (--games-dir / $TENGEN_RATINGS__GAMES_DIR) does not exist")
         if not os.access(path, os.R_OK | os.X_OK):
             raise ValueError(f"the games dir {path} is not readable")
     return path
@@ -81,6 +73,10 @@ def games_dir(args: argparse.Namespace) -> Path:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.verbose)
+    config = load_service_config(args.preset)
+    if config is None:
+        return 2
+    fill_from_config(args, config)
     try:
         games = games_dir(args)
     except ValueError as error:

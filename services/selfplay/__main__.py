@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import threading
 
@@ -30,18 +29,15 @@ def _worker_id(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from services.selfplay.service import default_worker_id
-
     parser = argparse.ArgumentParser(
         prog="python -m services.selfplay",
         description="tengen selfplay worker: MCTS games against the model Triton serves, published to "
                     "Kafka (tengen.games); follows tengen.models to switch model versions live.",
     )
-    add_service_arguments(parser, http_port_env="TENGEN_SELFPLAY_HTTP_PORT", default_http_port=8072)
-    parser.add_argument("--worker-id", type=_worker_id,
-                        default=os.environ.get("TENGEN_SELFPLAY_WORKER_ID") or default_worker_id(),
-                        help="name of this worker in game ids, so two workers never collide "
-                             "($TENGEN_SELFPLAY_WORKER_ID, default the host name)")
+    add_service_arguments(parser, section="selfplay")
+    parser.add_argument("--worker-id", type=_worker_id, default=None,
+                        help="name of this worker in game ids, so two workers never collide (default "
+                             "selfplay.worker_id of the preset, $TENGEN_SELFPLAY__WORKER_ID, else the host name)")
     parser.add_argument("--outbox-dir", default=None, metavar="DIR",
                         help="keep published games the trainer has not committed as files in DIR (one per "
                              "worker) and send them again at the next start: for a broker that loses its log "
@@ -55,9 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     def start(args: argparse.Namespace, config: Config, stop: threading.Event) -> int:
-        from services.selfplay.service import SelfplayService
+        from services.selfplay.service import SelfplayService, check_worker_id, default_worker_id
 
-        service = SelfplayService(config, worker_id=args.worker_id, http_port=args.http_port, games=args.games,
+        try:
+            worker_id = args.worker_id or check_worker_id(config.selfplay.worker_id or default_worker_id())
+        except ValueError as err:
+            log.error("selfplay.worker_id: %s", err)
+            return 2
+        service = SelfplayService(config, worker_id=worker_id, http_port=args.http_port, games=args.games,
                                   log_every_s=args.log_every, outbox_dir=args.outbox_dir)
         return service.run(stop)
 

@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "the anchor gnugo-l<level>, and records each result in <data_dir>/strength/results.jsonl. "
                     "Without gnugo installed it says so once and idles.",
     )
-    add_service_arguments(parser, http_port_env="TENGEN_STRENGTH_HTTP_PORT", default_http_port=8074)
+    add_service_arguments(parser, section="strength")
     return parser
 
 

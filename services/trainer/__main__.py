@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import threading
 
@@ -24,9 +23,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m services.trainer",
         description="tengen trainer: games from Kafka into the training window, SGD, SWA candidates.",
     )
-    add_service_arguments(parser, http_port_env="TENGEN_TRAINER_HTTP_PORT", default_http_port=8071)
-    parser.add_argument("--device", default=os.environ.get("TENGEN_TRAINER_DEVICE", "cpu"),
-                        help="torch device to train on ($TENGEN_TRAINER_DEVICE, default cpu)")
+    add_service_arguments(parser, section="trainer")
+    parser.add_argument("--device", default=None,
+                        help="torch device to train on (default trainer.device of the preset, "
+                             "$TENGEN_TRAINER__DEVICE: cpu)")
     parser.add_argument("--checkpoint-every", type=positive_float, default=60.0, metavar="SECONDS",
                         help="checkpoint at least this often while training (default 60)")
     parser.add_argument("--log-every", type=positive_float, default=10.0, metavar="SECONDS",
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         from services.trainer.service import TrainerService, torch_threads
 
         torch_threads(config.trainer.threads)
-        TrainerService(config, device=args.device, http_port=args.http_port,
+        TrainerService(config, device=args.device or config.trainer.device, http_port=args.http_port,
                        checkpoint_every_s=args.checkpoint_every, log_every_s=args.log_every).run(stop)
 
     return run_service(build_parser(), argv, log, start)

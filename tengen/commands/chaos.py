@@ -59,8 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the window (lost) and those it holds twice (duplicated), and a JSON line with the figures. Exit code 0 "
         "when nothing was lost or duplicated, 1 otherwise or when a part did not come back within --recovery.",
     )
-    parser.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "tiny"),
-                        help="preset of the run ($TENGEN_PRESET, default tiny)")
+    parser.add_argument("--preset", default="tiny", help="preset of the run (default tiny)")
     parser.add_argument("--data-dir", type=Path, required=True, help="the run's data dir (continued if it exists)")
     parser.add_argument("--rounds", type=positive_int, default=3, help="rounds of kills (default 3)")
     parser.add_argument("--targets", type=_targets, default=("trainer", "broker", "triton", "ratings", "supervisor"),

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -40,7 +39,6 @@ def add_game_arguments(parser: argparse.ArgumentParser, default_games: int) -> N
     """Game settings, SGF output and ratings flags (shared with `tengen eval`)."""
     from tengen.commands.gtp import _rules
     from tengen.go.rules import KATAGO
-    from tengen.ratings.config import default_data_dir
 
     parser.add_argument("--games", type=_positive, default=default_games,
                         help=f"games to play (default {default_games})")
@@ -56,25 +54,31 @@ def add_game_arguments(parser: argparse.ArgumentParser, default_games: int) -> N
                         help="seconds an engine may take for one move before it forfeits (default 120)")
     parser.add_argument("--sgf-dir", type=Path, default=None,
                         help="write every game here as SGF (and each engine's stderr log)")
-    parser.add_argument("--ratings", metavar="HOST:PORT", default=os.environ.get("TENGEN_RATINGS_URL") or None,
-                        help="ratings service gRPC address ($TENGEN_RATINGS_URL); unset: the data dir's store")
-    parser.add_argument("--data-dir", type=Path, default=default_data_dir(),
+    parser.add_argument("--ratings", metavar="HOST:PORT", default=None,
+                        help="ratings service gRPC address (default ratings.url: $TENGEN_RATINGS_URL); unset: "
+                        "the data dir's store")
+    parser.add_argument("--data-dir", type=Path, default=None,
                         help="data dir whose ratings store is used without --ratings, and whose token "
-                        "file authorises writes to the service ($TENGEN_DATA_DIR, default ./tengen-data)")
-    parser.add_argument("--database-url", default=os.environ.get("TENGEN_DATABASE_URL") or None,
-                        help="ratings database URL instead of the data dir's SQLite ($TENGEN_DATABASE_URL)")
+                        "file authorises writes to the service (default run.data_dir: $TENGEN_DATA_DIR, "
+                        "else ./tengen-data)")
+    parser.add_argument("--database-url", default=None,
+                        help="ratings database URL instead of the data dir's SQLite (default "
+                        "ratings.database_url: $TENGEN_DATABASE_URL)")
     parser.add_argument("--token", default=None,
-                        help="ratings write token (default $TENGEN_RATINGS_TOKEN, else the data dir's token file)")
+                        help="ratings write token (default ratings.token: $TENGEN_RATINGS_TOKEN, else the data "
+                        "dir's token file)")
     parser.add_argument("--no-ratings", action="store_true", help="do not report the games to ratings")
     parser.add_argument("--json", action="store_true", help="print only the summary's JSON line")
 
 
 def make_reporter(args: argparse.Namespace) -> Any:
     from tengen.gtp.match import ServiceReporter, StoreReporter
-    from tengen.ratings.config import client_token, store_url
+    from tengen.config import environment_config
+    from tengen.ratings.config import client_token, fill_from_config, store_url
 
     if args.no_ratings:
         return None
+    fill_from_config(args, environment_config())
     if args.ratings:
         return ServiceReporter(args.ratings, client_token(args.token, args.data_dir))
     return StoreReporter(store_url(args.data_dir, args.database_url))

@@ -8,44 +8,62 @@ serves now, the command waits until it reports ready, then announces it on `teng
 selfplay workers switch to it. Nothing is written when PATH is not a valid export or when Triton
 or the broker cannot be reached.
 
-Defaults come from the environment: TENGEN_DATA_DIR (the model repository is `<data-dir>/models`),
-TENGEN_TRITON_URL (Triton's gRPC address), TENGEN_KAFKA_BOOTSTRAP (announcements; unset: none),
-TENGEN_RUN__MODEL_NAME (the served model's name).
+A flag left out takes its value from the configuration (tengen.config: --preset where the action
+has one, else $TENGEN_PRESET, with the environment's overrides): run.data_dir ($TENGEN_DATA_DIR; the
+model repository is `<data-dir>/models`), triton.url ($TENGEN_TRITON_URL), run.model_name
+($TENGEN_RUN__MODEL_NAME), triton.backend ($TENGEN_TRITON__BACKEND). Announcements go to the broker
+of --kafka or $TENGEN_KAFKA_BOOTSTRAP, and to none when neither is given.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from tengen.commands import CommandError
-from tengen.config import RunConfig, TritonConfig
-
-# tengen.infra.triton.BACKENDS, spelled out so `--help` need not import torch (a test keeps them equal)
-BACKEND_CHOICES = ("python", "pytorch", "onnxruntime")
+from tengen.config import BACKENDS, Config
+from tengen.infra.entrypoint import add_preset_argument
 
 # A person is waiting: a Triton that does not answer within this is reported as not reachable.
 REACHABLE_TIMEOUT_S = 3.0
 
 
-def default_data_dir() -> Path:
-    return Path(os.environ.get("TENGEN_DATA_DIR") or RunConfig().data_dir)
+def settings(args: argparse.Namespace) -> Config:
+    """The configuration the action's defaults come from: --preset's, else $TENGEN_PRESET's, with the
+    environment's overrides (shared with `tengen triton`)."""
+    from tengen.config import ConfigError, environment_config, load_config
+
+    if getattr(args, "config", None) is None:
+        try:
+            args.config = load_config(args.preset) if getattr(args, "preset", None) else environment_config()
+        except ConfigError as exc:
+            raise CommandError(str(exc)) from None
+    return args.config
 
 
-def default_model_name() -> str:
-    return os.environ.get("TENGEN_RUN__MODEL_NAME") or RunConfig().model_name
+def data_dir(args: argparse.Namespace) -> Path:
+    return args.data_dir if args.data_dir is not None else Path(settings(args).run.data_dir)
 
 
-def default_triton_url() -> str:
-    return os.environ.get("TENGEN_TRITON_URL") or TritonConfig().url
+def triton_url(args: argparse.Namespace) -> str:
+    return args.triton or settings(args).triton.url
+
+
+def announce_to(args: argparse.Namespace) -> str | None:
+    """The broker to announce on: --kafka, else $TENGEN_KAFKA_BOOTSTRAP when set, else none."""
+    config = settings(args)
+    return args.kafka or (config.kafka.bootstrap if "kafka.bootstrap" in config.from_env else None)
+
+
+MODEL_HELP = "model name in Triton (default run.model_name: $TENGEN_RUN__MODEL_NAME, else tengen)"
+TRITON_HELP = "Triton gRPC address (default triton.url: $TENGEN_TRITON_URL, else 127.0.0.1:8001)"
 
 
 def add_repository_arguments(parser: argparse.ArgumentParser) -> None:
     """--data-dir and --model-repository (shared with `tengen triton`)."""
     parser.add_argument("--data-dir", type=Path, default=None,
-                        help="run data dir ($TENGEN_DATA_DIR, default ./tengen-data)")
+                        help="run data dir (default run.data_dir: $TENGEN_DATA_DIR, else ./tengen-data)")
     parser.add_argument("--model-repository", type=Path, default=None,
                         help="Triton model repository (default <data-dir>/models)")
 
@@ -55,7 +73,7 @@ def repository_path(args: argparse.Namespace) -> Path:
 
     if args.model_repository is not None:
         return args.model_repository
-    return DataDir(args.data_dir if args.data_dir is not None else default_data_dir()).models
+    return DataDir(data_dir(args)).models
 
 
 # -- init -----------------------------------------------------------------------------------------
@@ -153,7 +171,7 @@ def format_listing(listing: dict[str, Any]) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
-    listing = collect_listing(repository_path(args), args.triton or default_triton_url())
+    listing = collect_listing(repository_path(args), triton_url(args))
     print(json.dumps(listing, indent=2) if args.json else format_listing(listing))
     return 0
 
@@ -169,8 +187,8 @@ def _promote(args: argparse.Namespace) -> int:
         metadata, expected = validate_export(export)
     except ExportError as exc:
         raise CommandError(str(exc)) from None
-    url = args.triton or default_triton_url()
-    bootstrap = args.kafka or os.environ.get("TENGEN_KAFKA_BOOTSTRAP") or None
+    url, bootstrap = triton_url(args), announce_to(args)
+    model, backend = args.model or settings(args).run.model_name, args.backend or settings(args).triton.backend
     # Check both servers before writing, so an unreachable one leaves the repository untouched.
     states, error = _triton_states(url)
     if states is None:
@@ -182,17 +200,17 @@ def _promote(args: argparse.Namespace) -> int:
             raise CommandError(f"Kafka broker {bootstrap} is not reachable; nothing written "
                                "(leave out --kafka and unset TENGEN_KAFKA_BOOTSTRAP to promote without announcing)")
     repo = ModelRepository(repository_path(args))
-    if not repo.has_model(args.model):
-        repo.create_model(args.model, model_config(_preset(args), args.model, args.backend))
-        print(f"created model {args.model} ({args.backend} backend, preset {args.preset}'s triton settings) in {repo.root}")
+    if not repo.has_model(model):
+        repo.create_model(model, model_config(settings(args), model, backend))
+        print(f"created model {model} ({backend} backend, preset {args.preset}'s triton settings) in {repo.root}")
     arch = metadata.get("architecture", {}).get("name", "?")
     print(f"promoting {export} ({arch}, {metadata.get('samples_seen', 0):,} samples seen) as the next version "
-          f"of {args.model} in {repo.root} ...", flush=True)
+          f"of {model} in {repo.root} ...", flush=True)
     try:
-        version = load_checked(repo, url, args.model, export, expected, timeout_s=args.timeout)
+        version = load_checked(repo, url, model, export, expected, timeout_s=args.timeout)
     except TritonError as exc:
         raise CommandError(f"promotion failed, repository left as it was: {exc}") from None
-    print(f"{args.model} version {version} is ready in Triton at {url}"
+    print(f"{model} version {version} is ready in Triton at {url}"
           + (" (the previous version stays loaded)" if version > 1 else ""))
     if bootstrap is None:
         print("not announced: no Kafka broker given (--kafka or TENGEN_KAFKA_BOOTSTRAP); "
@@ -202,51 +220,43 @@ def _promote(args: argparse.Namespace) -> int:
 
     producer = ReliableProducer(bootstrap, client_id="tengen-models-promote")
     try:
-        announce_model(producer, args.model, version, timeout_s=args.timeout)
+        announce_model(producer, model, version, timeout_s=args.timeout)
     except KafkaAdapterError as exc:
         raise CommandError(f"version {version} serves, but announcing it on {bootstrap} failed: {exc}; "
                            "selfplay workers keep the version they pinned until it is announced") from None
     finally:
         producer.close(timeout_s=5.0)
-    print(f"announced {args.model} version {version} on tengen.models at {bootstrap}")
+    print(f"announced {model} version {version} on tengen.models at {bootstrap}")
     return 0
 
 
 # -- configure ------------------------------------------------------------------------------------
-def _preset(args: argparse.Namespace):
-    from tengen.config import ConfigError, load_config
-
-    try:
-        return load_config(args.preset)
-    except ConfigError as exc:
-        raise CommandError(str(exc)) from None
-
-
 def _configure(args: argparse.Namespace) -> int:
     from tengen.infra.triton import ModelRepository, TritonError, load_model
     from tengen.run.bootstrap import configure_model
 
+    model = args.model or settings(args).run.model_name
     repo = ModelRepository(repository_path(args))
-    if not repo.has_model(args.model):
-        raise CommandError(f"model {args.model} is not in {repo.root}; `tengen models promote` creates it")
+    if not repo.has_model(model):
+        raise CommandError(f"model {model} is not in {repo.root}; `tengen models promote` creates it")
     try:
-        changed = configure_model(repo, _preset(args), args.model)
+        changed = configure_model(repo, settings(args), model)
     except TritonError as exc:
         raise CommandError(str(exc)) from None
     if not changed:
-        print(f"model {args.model}: config.pbtxt already has preset {args.preset}'s triton settings")
+        print(f"model {model}: config.pbtxt already has preset {args.preset}'s triton settings")
         return 0
-    print(f"model {args.model}: config.pbtxt updated to preset {args.preset}'s triton settings")
-    url = args.triton or default_triton_url()
+    print(f"model {model}: config.pbtxt updated to preset {args.preset}'s triton settings")
+    url = triton_url(args)
     states, error = _triton_states(url)
-    if states is None or args.model not in states:
+    if states is None or model not in states:
         print(f"Triton at {url} does not serve it now ({error or 'not loaded'}): it takes the config at its next load")
         return 0
     try:  # Triton loads the versions with the new config beside the old ones, then swaps
-        load_model(url, args.model, timeout_s=args.timeout)
+        load_model(url, model, timeout_s=args.timeout)
     except TritonError as exc:
-        raise CommandError(f"config written, but Triton at {url} did not reload {args.model}: {exc}") from None
-    print(f"Triton at {url} reloaded {args.model} with it")
+        raise CommandError(f"config written, but Triton at {url} did not reload {model}: {exc}") from None
+    print(f"Triton at {url} reloaded {model} with it")
     return 0
 
 
@@ -261,22 +271,20 @@ def _prepare(args: argparse.Namespace) -> int:
     from tengen.infra.triton import ModelRepository, TritonError
     from tengen.run.bootstrap import ensure_model
 
-    if args.backend not in BACKEND_CHOICES:  # the default comes from $TENGEN_MODEL_BACKEND, unchecked by argparse
-        raise CommandError(f"unknown backend {args.backend!r}; known: {', '.join(BACKEND_CHOICES)}")
-    config = _preset(args)
-    name = config.run.model_name
+    config = settings(args)
+    name, backend = config.run.model_name, args.backend or config.triton.backend
     repo = ModelRepository(repository_path(args))
-    if repo.has_model(name) and repo.backend(name) != args.backend:
+    if repo.has_model(name) and repo.backend(name) != backend:
         print(f"model {name} keeps its {repo.backend(name)} backend (fixed when the model is created; "
-              f"start from an empty repository to serve it with {args.backend})")
+              f"start from an empty repository to serve it with {backend})")
     try:
-        version, created = ensure_model(repo, config, backend=args.backend)
+        version, created = ensure_model(repo, config, backend=backend)
     except TritonError as exc:
         raise CommandError(str(exc)) from None
     print(f"model {name} in {repo.root}: config.pbtxt follows preset {args.preset}'s triton settings; "
           + (f"wrote a random {config.trainer.arch} net as version 1" if created else f"latest version {version}")
           + " (Triton loads it at its start)")
-    bootstrap = args.kafka or os.environ.get("TENGEN_KAFKA_BOOTSTRAP") or None
+    bootstrap = announce_to(args)
     if bootstrap is None:
         print("not announced: no Kafka broker given (--kafka or TENGEN_KAFKA_BOOTSTRAP)")
         return 0
@@ -332,7 +340,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              description="Every model and version in the model repository with its sidecar "
                              "(architecture, samples seen, created) and its state in Triton.")
     add_repository_arguments(lst)
-    lst.add_argument("--triton", default=None, help="Triton gRPC address ($TENGEN_TRITON_URL, default 127.0.0.1:8001)")
+    lst.add_argument("--triton", default=None, help=TRITON_HELP)
     lst.add_argument("--json", action="store_true", help="print JSON instead of a table")
     lst.set_defaults(func=_list)
 
@@ -341,18 +349,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "Triton beside the serving version, wait until it is ready, and announce it on "
                              "tengen.models when a broker is given.")
     pro.add_argument("path", type=Path, help="the export (TorchScript file with its .json sidecar)")
-    pro.add_argument("--model", default=default_model_name(),
-                     help="model name in Triton ($TENGEN_RUN__MODEL_NAME, default tengen)")
+    pro.add_argument("--model", default=None, help=MODEL_HELP)
     add_repository_arguments(pro)
-    pro.add_argument("--triton", default=None, help="Triton gRPC address ($TENGEN_TRITON_URL, default 127.0.0.1:8001)")
+    pro.add_argument("--triton", default=None, help=TRITON_HELP)
     pro.add_argument("--kafka", default=None, help="Kafka bootstrap servers for the announcement "
                      "($TENGEN_KAFKA_BOOTSTRAP; unset: no announcement)")
-    pro.add_argument("--backend", choices=BACKEND_CHOICES, default="python",
-                     help="backend of the model's config when the model is new: python (CPU, the default), "
-                     "onnxruntime (GPU: model.onnx with TensorRT fp16, the fast path) or pytorch (GPU: libtorch)")
-    pro.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "cpu"),
-                     help="preset whose triton section (batching, instances, warm-up) a new model's config "
-                     "takes ($TENGEN_PRESET, default cpu)")
+    pro.add_argument("--backend", choices=BACKENDS, default=None,
+                     help="backend of the model's config when the model is new: python (CPU), onnxruntime (GPU: "
+                     "model.onnx with TensorRT fp16, the fast path) or pytorch (GPU: libtorch) (default "
+                     "triton.backend: $TENGEN_TRITON__BACKEND, else python)")
+    add_preset_argument(pro, "preset whose triton section (batching, instances, warm-up) a new model's config takes")
     pro.add_argument("--timeout", type=_positive, default=300.0,
                      help="seconds to wait for the load and the announcement (default 300)")
     pro.set_defaults(func=_promote)
@@ -361,12 +367,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              description="Rewrite the model's config.pbtxt (atomically, same backend) from the "
                              "preset's triton section: max batch, preferred batch sizes, queue delay, instances, "
                              "threads, warm-up. When Triton serves the model it reloads it with the new config.")
-    con.add_argument("--model", default=default_model_name(),
-                     help="model name in Triton ($TENGEN_RUN__MODEL_NAME, default tengen)")
+    con.add_argument("--model", default=None, help=MODEL_HELP)
     add_repository_arguments(con)
-    con.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "cpu"),
-                     help="preset to take the settings from ($TENGEN_PRESET, default cpu)")
-    con.add_argument("--triton", default=None, help="Triton gRPC address ($TENGEN_TRITON_URL, default 127.0.0.1:8001)")
+    add_preset_argument(con, "preset to take the settings from")
+    con.add_argument("--triton", default=None, help=TRITON_HELP)
     con.add_argument("--timeout", type=_positive, default=300.0, help="seconds to wait for the reload (default 300)")
     con.set_defaults(func=_configure)
 
@@ -377,12 +381,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "(Triton loads it at its start), then announce the latest version on tengen.models "
                              "when a broker is given, once the deployment's topics exist.")
     add_repository_arguments(pre)
-    pre.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "cpu"),
-                     help="preset for the architecture of version 1 and the config's triton settings "
-                     "($TENGEN_PRESET, default cpu); the model's name is its run.model_name")
-    pre.add_argument("--backend", choices=BACKEND_CHOICES, default=os.environ.get("TENGEN_MODEL_BACKEND") or "python",
-                     help="backend of a new model's config ($TENGEN_MODEL_BACKEND, default python); "
-                     "an existing model keeps its own")
+    add_preset_argument(pre, "preset for the architecture of version 1 and the config's triton settings; the "
+                        "model's name is its run.model_name")
+    pre.add_argument("--backend", choices=BACKENDS, default=None,
+                     help="backend of a new model's config (default triton.backend: $TENGEN_TRITON__BACKEND, else "
+                     "python); an existing model keeps its own")
     pre.add_argument("--kafka", default=None, help="Kafka bootstrap servers for the announcement "
                      "($TENGEN_KAFKA_BOOTSTRAP; unset: no announcement)")
     pre.add_argument("--timeout", type=_positive, default=600.0,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -163,9 +162,16 @@ def _print_json(value: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from tengen.config import ConfigError, environment_config
     from tengen.ratings.client import ServiceUnavailable
+    from tengen.ratings.config import fill_from_config
     from tengen.ratings.records import RatingsError
 
+    try:
+        fill_from_config(args, environment_config())
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     try:
         backend = _backend(args)
     except RatingsError as error:
@@ -235,14 +241,15 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     add_store_arguments(parser)
     parser.add_argument(
         "--url",
-        default=os.environ.get("TENGEN_RATINGS_URL") or None,
-        help="gRPC address host:port of a ratings service ($TENGEN_RATINGS_URL); "
+        default=None,
+        help="gRPC address host:port of a ratings service (default ratings.url: $TENGEN_RATINGS_URL); "
         "unset: open the data dir's store directly",
     )
     parser.add_argument(
         "--token",
         default=None,
-        help="write token for the service (default $TENGEN_RATINGS_TOKEN, else the data dir's token file)",
+        help="write token for the service (default ratings.token: $TENGEN_RATINGS_TOKEN, else the data "
+        "dir's token file)",
     )
 
 

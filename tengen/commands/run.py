@@ -35,7 +35,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from tengen.infra.entrypoint import positive_float, positive_int
+from tengen.infra.entrypoint import add_preset_argument, positive_float, positive_int
 
 if TYPE_CHECKING:
     from tengen.config import Config
@@ -140,9 +140,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run", help="the whole training loop on this machine (broker, Triton, ratings, trainer, gating, selfplay)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "cpu"),
-                        help="tiny (minutes, for tests), cpu (one CPU box, 9x9), cpu7 (one CPU box, 7x7), paper, "
-                        "or a YAML path ($TENGEN_PRESET, default cpu)")
+    add_preset_argument(parser, "the preset: tiny (minutes, for tests), cpu (one CPU box, 9x9), cpu7 (one CPU box, "
+                                "7x7), paper (GPU clusters)")
     parser.add_argument("--duration", type=parse_duration, default=None,
                         help="stop after this long, e.g. 30m, 2h, 1h30m (default: run until Ctrl-C)")
     parser.add_argument("--data-dir", type=Path, default=None,

@@ -9,16 +9,15 @@ Port 0 picks a free port. The server's own log goes to `<workdir>/tritonserver.l
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import time
 from pathlib import Path
 from types import FrameType
 
-from tengen.commands import CommandError
-from tengen.commands.models import add_repository_arguments, default_data_dir, repository_path
+from tengen.commands.models import add_repository_arguments, data_dir, repository_path, settings
 from tengen.config import TritonConfig
+from tengen.infra.entrypoint import port
 
 
 class _Stop(Exception):
@@ -29,23 +28,11 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise _Stop()
 
 
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be in 0..65535 (0: a free one), got {text}")
-    return value
-
-
-def _resolve_port(args: argparse.Namespace, kind: str, fallback: int) -> int | None:
-    """The flag, else $TENGEN_TRITON__<KIND>_PORT, else the config default; None for 0 (a free port)."""
+def _resolve_port(args: argparse.Namespace, kind: str) -> int | None:
+    """The flag, else triton.<kind>_port of the configuration; None for 0 (a free port)."""
     value = getattr(args, f"{kind}_port")
     if value is None:
-        name = f"TENGEN_TRITON__{kind.upper()}_PORT"
-        raw = os.environ.get(name, "")
-        try:
-            value = _port(raw) if raw else fallback
-        except (ValueError, argparse.ArgumentTypeError) as exc:
-            raise CommandError(f"invalid {name}={raw!r}: {exc}") from None
+        value = getattr(settings(args).triton, f"{kind}_port")
     return value or None
 
 
@@ -54,8 +41,7 @@ def _serve(args: argparse.Namespace) -> int:
     from tengen.loop.layout import DataDir
 
     repo = ModelRepository(repository_path(args))  # created when missing: an empty one serves nothing yet
-    data_dir = args.data_dir if args.data_dir is not None else default_data_dir()
-    workdir = args.workdir if args.workdir is not None else DataDir(data_dir).triton
+    workdir = args.workdir if args.workdir is not None else DataDir(data_dir(args)).triton
     if args.load:
         missing = [m for m in args.load if not repo.versions(m)]
         if missing:
@@ -65,11 +51,9 @@ def _serve(args: argparse.Namespace) -> int:
         load = list(args.load)
     else:
         load = [m for m in repo.models() if repo.versions(m)]
-    defaults = TritonConfig()
     server = LocalTriton(repo.root, workdir, load_models=load, host=args.host,
-                         http_port=_resolve_port(args, "http", defaults.http_port),
-                         grpc_port=_resolve_port(args, "grpc", defaults.grpc_port),
-                         metrics_port=_resolve_port(args, "metrics", defaults.metrics_port))
+                         http_port=_resolve_port(args, "http"), grpc_port=_resolve_port(args, "grpc"),
+                         metrics_port=_resolve_port(args, "metrics"))
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         print(f"starting Triton on {repo.root} (models: {', '.join(load) or 'none yet'}; log {server.log_path}) ...",
@@ -109,8 +93,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for kind, default in (("http", defaults.http_port), ("grpc", defaults.grpc_port),
                           ("metrics", defaults.metrics_port)):
         env = f"TENGEN_TRITON__{kind.upper()}_PORT"
-        parser.add_argument(f"--{kind}-port", type=_port, default=None,
-                            help=f"{kind} port (${env}, default {default}; 0: a free port)")
+        parser.add_argument(f"--{kind}-port", type=port, default=None,
+                            help=f"{kind} port (default triton.{kind}_port: ${env}, else {default}; 0: a free port)")
     parser.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     parser.add_argument("--load", action="append", metavar="MODEL", default=[],
                         help="load this model at start (repeatable; default: every model with a version)")

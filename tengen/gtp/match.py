@@ -129,11 +129,11 @@ class ServiceReporter:
 
 def ratings_reporter(ratings: RatingsConfig, data_dir: Path) -> Reporter:
     """Where a service reports its games: the ratings service at `ratings.url` (token from the
-    config, the environment or the data dir), else the store in the data dir (or database_url)."""
+    config, else the data dir's token file), else the store in the data dir (or database_url)."""
     from tengen.ratings.config import client_token, store_url
 
     if ratings.url:
-        return ServiceReporter(ratings.url, ratings.token or client_token(None, data_dir))
+        return ServiceReporter(ratings.url, client_token(ratings.token, data_dir))
     return StoreReporter(store_url(data_dir, ratings.database_url or None))
 
 

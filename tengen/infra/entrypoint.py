@@ -1,28 +1,17 @@
-"""What every service's `__main__` shares: flag types with environment defaults, the preset and
-HTTP-port flags, loading the preset with a clear error, and SIGTERM/SIGINT as a stop event."""
+"""What every service's `__main__` shares: flag types, the preset and HTTP-port flags, loading the
+preset with a clear error, and SIGTERM/SIGINT as a stop event. A flag left out takes its value from
+the preset (tengen.config, with its TENGEN_ overrides)."""
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
 from types import FrameType
-from typing import Any, Callable
+from typing import Callable
 
-from tengen.config import Config, ConfigError, load_config
-
-
-def env_default(name: str, fallback: Any, convert: Callable[[str], Any] = str) -> Any:
-    """The value of environment variable `name` converted, or `fallback` when unset or empty."""
-    raw = os.environ.get(name, "")
-    if raw == "":
-        return fallback
-    try:
-        return convert(raw)
-    except (ValueError, argparse.ArgumentTypeError) as error:
-        raise SystemExit(f"invalid {name}={raw!r}: {error}") from None
+from tengen.config import DEFAULT_PRESET, PRESET_ENV, PRESETS, Config, ConfigError, default_preset, load_config
 
 
 def port(text: str) -> int:
@@ -58,14 +47,20 @@ def positive_float(text: str) -> float:
     return value
 
 
-def add_service_arguments(parser: argparse.ArgumentParser, *, http_port_env: str, default_http_port: int) -> None:
-    """--preset, --http-port (/healthz and /metrics) and -v, with their environment defaults."""
-    parser.add_argument("--preset", default=os.environ.get("TENGEN_PRESET", "cpu"),
-                        help="tiny, cpu, paper or a YAML path ($TENGEN_PRESET, default cpu)")
-    parser.add_argument("--http-port", type=port, default=env_default(http_port_env, default_http_port, port),
-                        help=f"port of /healthz and /metrics (${http_port_env}, default {default_http_port}; "
-                             "0 = any free)")
+def add_preset_argument(parser: argparse.ArgumentParser, what: str = "the preset") -> None:
+    """--preset, its default $TENGEN_PRESET (tengen.config.default_preset)."""
+    parser.add_argument("--preset", default=default_preset(),
+                        help=f"{what}: {', '.join(PRESETS)} or a YAML path (${PRESET_ENV}, default {DEFAULT_PRESET})")
+
+
+def add_service_arguments(parser: argparse.ArgumentParser, *, section: str) -> None:
+    """--preset, --http-port (/healthz and /metrics; default the preset's `<section>.http_port`) and -v."""
+    add_preset_argument(parser)
+    parser.add_argument("--http-port", type=port, default=None,
+                        help=f"port of /healthz and /metrics (default {section}.http_port of the preset, "
+                             f"$TENGEN_{section.upper()}__HTTP_PORT; 0 = any free)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.set_defaults(config_section=section)
 
 
 def load_service_config(preset: str) -> Config | None:
@@ -102,6 +97,8 @@ def run_service(parser: argparse.ArgumentParser, argv: list[str] | None, log: lo
     config = load_service_config(args.preset)
     if config is None:
         return 2
+    if args.http_port is None:
+        args.http_port = getattr(config, args.config_section).http_port
     code = start(args, config, stop_on_signals(log))
     return 0 if code is None else code
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from tengen.ratings import elo
-from tengen.ratings.config import DEFAULT_PRIOR_DRAWS
+from tengen.config import RatingsConfig
 from tengen.ratings.records import InvalidRequest, UnknownPlayer
 from tengen.ratings.store import RatingsStore, StoredPlayer
 
@@ -108,7 +108,7 @@ class RatingsBook:
     def __init__(
         self,
         store: RatingsStore,
-        prior_draws: float = DEFAULT_PRIOR_DRAWS,
+        prior_draws: float = RatingsConfig.prior_draws,
         anchor: str | None = None,
         anchor_elo: float = 0.0,
         confidence: float = 0.95,

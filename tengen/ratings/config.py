@@ -1,17 +1,9 @@
-"""Settings of the ratings service and of local ratings commands, with `TENGEN_` env overrides.
+"""The ratings flags shared by the service and the commands that open a store or reach the
+service, the data dir's write token, and the store's URL.
 
-Environment variables (each overrides the built-in default; a command-line flag overrides both):
-    TENGEN_DATA_DIR              data dir (default ./tengen-data); SQLite file and token live there
-    TENGEN_DATABASE_URL          SQLAlchemy URL (postgresql+psycopg2://...); unset: SQLite file
-    TENGEN_RATINGS_HOST          listen address of the service (default 0.0.0.0)
-    TENGEN_RATINGS_GRPC_PORT     gRPC port (default 50061)
-    TENGEN_RATINGS_HTTP_PORT     HTTP port (default 8061)
-    TENGEN_RATINGS_TOKEN         bearer token for writes (default: the data dir's token file)
-    TENGEN_RATINGS_PRIOR_DRAWS   prior weight in virtual draws (default 2, BayesElo's default)
-    TENGEN_RATINGS_ANCHOR        player held at Elo 0 (default: none, the mean is held at 0)
-    TENGEN_RATINGS_MAX_BATCH     most games in one report (default 1000)
-    TENGEN_RATINGS_GAMES_DIR     data dir whose self-play and gating games the service shows (default: the data dir)
-    TENGEN_RATINGS_URL           gRPC address of a running service, for clients (host:port)
+A flag left out takes its value from the configuration (tengen.config: the `ratings` section and
+run.data_dir, with their TENGEN_ overrides such as $TENGEN_DATA_DIR, $TENGEN_DATABASE_URL,
+$TENGEN_RATINGS_TOKEN, $TENGEN_RATINGS_URL or $TENGEN_RATINGS__PRIOR_DRAWS): fill_from_config.
 """
 from __future__ import annotations
 
@@ -21,13 +13,9 @@ import os
 import secrets
 from pathlib import Path
 
-from tengen.infra.entrypoint import env_default, positive_int
+from tengen.config import Config
+from tengen.infra.entrypoint import positive_int
 from tengen.loop.layout import DataDir
-from tengen.ratings.records import DEFAULT_MAX_BATCH
-
-DEFAULT_GRPC_PORT = 50061
-DEFAULT_HTTP_PORT = 8061
-DEFAULT_PRIOR_DRAWS = 2.0
 
 
 def prior_draws(text: str) -> float:
@@ -38,41 +26,52 @@ def prior_draws(text: str) -> float:
     return value
 
 
-def default_data_dir() -> Path:
-    return Path(env_default("TENGEN_DATA_DIR", "tengen-data"))
+# flag destination -> (section, key) of its default; "" in the configuration means "not set".
+CONFIG_DEFAULTS = {
+    "data_dir": ("run", "data_dir"),
+    "database_url": ("ratings", "database_url"),
+    "prior_draws": ("ratings", "prior_draws"),
+    "anchor": ("ratings", "anchor"),
+    "max_batch": ("ratings", "max_batch"),
+    "token": ("ratings", "token"),
+    "url": ("ratings", "url"),
+    "ratings": ("ratings", "url"),  # `tengen match` names the service's address --ratings
+    "host": ("ratings", "host"),
+    "grpc_port": ("ratings", "grpc_port"),
+    "http_port": ("ratings", "http_port"),
+    "connect_attempts": ("ratings", "connect_attempts"),
+    "games_dir": ("ratings", "games_dir"),
+}
+_PATHS = {"data_dir", "games_dir"}
+
+
+def fill_from_config(args: argparse.Namespace, config: Config) -> None:
+    """Give every ratings flag of `args` that was left out (None) its configured value."""
+    for dest, (section, key) in CONFIG_DEFAULTS.items():
+        if getattr(args, dest, "absent") is None:
+            value = getattr(getattr(config, section), key)
+            if value == "":
+                continue
+            setattr(args, dest, Path(value) if dest in _PATHS else value)
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags that say which store to open and how to fit it (shared by the service and the CLI)."""
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=default_data_dir(),
-        help="data dir holding the SQLite store and token file ($TENGEN_DATA_DIR, default ./tengen-data)",
-    )
-    parser.add_argument(
-        "--database-url",
-        default=env_default("TENGEN_DATABASE_URL", None),
-        help="SQLAlchemy URL of a PostgreSQL database ($TENGEN_DATABASE_URL; default: SQLite in the data dir)",
-    )
-    parser.add_argument(
-        "--prior-draws",
-        type=prior_draws,
-        default=env_default("TENGEN_RATINGS_PRIOR_DRAWS", DEFAULT_PRIOR_DRAWS, prior_draws),
-        help="weight of the Bayesian prior in virtual draws ($TENGEN_RATINGS_PRIOR_DRAWS, default 2)",
-    )
-    parser.add_argument(
-        "--anchor",
-        default=env_default("TENGEN_RATINGS_ANCHOR", None),
-        help="player held at Elo 0 ($TENGEN_RATINGS_ANCHOR; default: the mean rating is 0)",
-    )
-    parser.add_argument(
-        "--max-batch",
-        type=positive_int,
-        default=env_default("TENGEN_RATINGS_MAX_BATCH", DEFAULT_MAX_BATCH, positive_int),
-        help="most games one report may carry; imports to a service send batches of this size "
-        "($TENGEN_RATINGS_MAX_BATCH, default 1000)",
-    )
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="data dir holding the SQLite store and token file (default run.data_dir: "
+                             "$TENGEN_DATA_DIR, else ./tengen-data)")
+    parser.add_argument("--database-url", default=None,
+                        help="SQLAlchemy URL of a PostgreSQL database (default ratings.database_url: "
+                             "$TENGEN_DATABASE_URL; unset: SQLite in the data dir)")
+    parser.add_argument("--prior-draws", type=prior_draws, default=None,
+                        help="weight of the Bayesian prior in virtual draws (default ratings.prior_draws: "
+                             "$TENGEN_RATINGS__PRIOR_DRAWS, else 2)")
+    parser.add_argument("--anchor", default=None,
+                        help="player held at Elo 0 (default ratings.anchor: $TENGEN_RATINGS__ANCHOR; unset: "
+                             "the mean rating is 0)")
+    parser.add_argument("--max-batch", type=positive_int, default=None,
+                        help="most games one report may carry; imports to a service send batches of this size "
+                             "(default ratings.max_batch: $TENGEN_RATINGS__MAX_BATCH, else 1000)")
 
 
 def sqlite_url(data_dir: Path) -> str:
@@ -128,13 +127,11 @@ def load_or_create_token(data_dir: Path) -> str:
     return token
 
 
-def client_token(explicit: str | None = None, data_dir: Path | None = None) -> str | None:
-    """Token a client sends: explicit, else $TENGEN_RATINGS_TOKEN, else the data dir's token file."""
-    if explicit:
-        return explicit
-    from_env = os.environ.get("TENGEN_RATINGS_TOKEN")
-    if from_env:
-        return from_env
+def client_token(configured: str | None = None, data_dir: Path | None = None) -> str | None:
+    """Token a client sends: the configured one (--token, ratings.token: $TENGEN_RATINGS_TOKEN),
+    else the data dir's token file."""
+    if configured:
+        return configured
     if data_dir is not None and token_path(data_dir).exists():
         return token_path(data_dir).read_text().strip() or None
     return None
