@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> dict:
 
     from tengen.config import load_config
     from tengen.infra.broker import LocalBroker
-    from tengen.infra.kafka import ReliableProducer, announce_model, ensure_topics
+    from tengen.infra.kafka import ReliableProducer
+    from tengen.loop.messages import announce_model, ensure_loop_topics
     from tengen.infra.process import dies_with_parent
     from tengen.infra.triton import LocalTriton, ModelRepository
     from tengen.loop.layout import DataDir
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> dict:
                   f"{config.selfplay.games_in_parallel} games in parallel, {config.triton.instances} Triton "
                   f"instance(s); rounds of {round_s:.0f} s; data dir {data_dir}", flush=True)
             broker.start(timeout_s=60.0)
-            ensure_topics(broker.bootstrap)
+            ensure_loop_topics(broker.bootstrap)
             producer = ReliableProducer(broker.bootstrap, client_id="tengen-bench-loop")
             try:
                 announce_model(producer, name, 1)

@@ -74,11 +74,11 @@ def chromium() -> str:
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
-    from tengen.infra.kafka import ensure_topics
+    from tengen.loop.messages import ensure_loop_topics
 
     broker = LocalBroker(log_path=tmp_path_factory.mktemp("kafka") / "broker.log").start()
     try:
-        ensure_topics(broker.bootstrap)
+        ensure_loop_topics(broker.bootstrap)
         yield broker
     finally:
         broker.stop()

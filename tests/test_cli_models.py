@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from tengen.cli import main
-from tengen.infra.kafka import latest_model_version
+from tengen.loop.messages import latest_model_version
 from tengen.infra.triton import ModelRepository, load_model, ready_versions, render_config
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.export import export_model, sidecar_path

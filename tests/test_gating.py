@@ -31,20 +31,14 @@ from torch import nn
 
 from services.gating.decision import Score, decide, sprt_bounds, sprt_llr
 from services.gating.ledger import DECISION_FIELDS, DecisionLog, MatchFile, append_line, read_lines
-from services.gating.service import GatingService, candidate_player
-from tengen.ratings.records import version_player
+from services.gating.service import GatingService
+from tengen.loop.messages import candidate_player, ensure_loop_topics, version_player
 from tengen.config import Config, load_config
-from tengen.data.candidates import CandidateAnnouncement
+from tengen.loop.messages import CandidateAnnouncement
 from tengen.go.board import BLACK, WHITE
 from tengen.infra.broker import LocalBroker, free_port
-from tengen.infra.kafka import (
-    CANDIDATES_TOPIC,
-    ReliableProducer,
-    TopicSpec,
-    announce_model,
-    ensure_topics,
-    latest_model_version,
-)
+from tengen.infra.kafka import ReliableProducer, TopicSpec, ensure_topics
+from tengen.loop.messages import CANDIDATES_TOPIC, announce_model, latest_model_version
 from tengen.infra.triton import ModelRepository, load_model, ready_versions, render_config
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.export import export_model, sidecar_path
@@ -536,7 +530,7 @@ def test_killed_mid_match_resumes_and_promotes_at_most_once(triton_server, tmp_p
     ratings gets each game once. (A broker of our own: the service reads tengen.candidates.)"""
     broker = LocalBroker(log_path=tmp_path / "broker.log").start()
     try:
-        ensure_topics(broker.bootstrap)
+        ensure_loop_topics(broker.bootstrap)
         setup = Setup(tmp_path, triton_server, broker.bootstrap, TENGEN_SELFPLAY__GAMES_IN_PARALLEL="2",
                       TENGEN_GATING__SPRT="false")
         name = setup.offer(_heuristic_export(tmp_path / "cand.pt", 4000), 4000, topic=CANDIDATES_TOPIC)

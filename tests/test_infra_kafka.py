@@ -12,22 +12,25 @@ from kafka import KafkaConsumer, TopicPartition
 
 from tengen.infra.broker import LocalBroker, kafka_api_versions_ok
 from tengen.infra.kafka import (
+    GroupConsumer,
+    ReliableProducer,
+    TopicSpec,
+    ensure_topics,
+    header,
+    missing_topics,
+    send_dead_letter,
+)
+from tengen.loop.messages import (
     DLQ_TOPIC,
     GAMES_TOPIC,
     MODELS_TOPIC,
-    GroupConsumer,
     ModelWatcher,
-    ReliableProducer,
-    TopicSpec,
     announce_model,
-    default_topics,
-    ensure_topics,
-    header,
+    ensure_loop_topics,
     latest_model_version,
     latest_models,
-    missing_topics,
-    send_dead_letter,
-    wait_for_topics,
+    loop_topics,
+    wait_for_loop_topics,
 )
 
 
@@ -79,12 +82,12 @@ def test_services_wait_for_the_deployments_topics_and_never_create_them(tmp_path
     broker = LocalBroker(log_path=tmp_path / "broker.log").start()
     stop = threading.Event()
     result: list[bool] = []
-    waiter = threading.Thread(target=lambda: result.append(wait_for_topics(broker.bootstrap, stop, "test")))
+    waiter = threading.Thread(target=lambda: result.append(wait_for_loop_topics(broker.bootstrap, stop, "test")))
     try:
         waiter.start()
         time.sleep(4)  # the service has asked (and waited) more than once by now
         assert not result and missing_topics(broker.bootstrap, [GAMES_TOPIC]) == [GAMES_TOPIC]
-        ensure_topics(broker.bootstrap, default_topics(game_partitions=8))  # the deployment's Job
+        ensure_topics(broker.bootstrap, loop_topics(game_partitions=8))  # the deployment's Job
         waiter.join(timeout=60)
         assert result == [True]
         consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
@@ -100,13 +103,13 @@ def test_services_wait_for_the_deployments_topics_and_never_create_them(tmp_path
 
 def test_ensure_topics_is_idempotent(kafka_broker) -> None:
     # The fixture created the project's topics already.
-    assert ensure_topics(kafka_broker.bootstrap) == []
+    assert ensure_loop_topics(kafka_broker.bootstrap) == []
     extra = TopicSpec(_name("t"), partitions=3)
-    assert ensure_topics(kafka_broker.bootstrap, [extra, *default_topics()]) == [extra.name]
+    assert ensure_topics(kafka_broker.bootstrap, [extra, *loop_topics()]) == [extra.name]
     consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap)
     try:
         assert consumer.partitions_for_topic(extra.name) == {0, 1, 2}
-        assert {t.name for t in default_topics()} <= consumer.topics()
+        assert {t.name for t in loop_topics()} <= consumer.topics()
     finally:
         consumer.close()
 
@@ -152,10 +155,10 @@ def test_dead_letter_carries_reason_and_origin(kafka_broker) -> None:
         producer.send(topic, key, b"\x00garbage")
         assert producer.flush(10)
         (record,) = [r for r in _read_all(kafka_broker.bootstrap, topic) if r.key == key.encode()]
-        send_dead_letter(producer, record, "malformed GameRecord: truncated message")
+        send_dead_letter(producer, record, "malformed GameRecord: truncated message", DLQ_TOPIC)
         assert producer.flush(10)
         with pytest.raises(ValueError):
-            send_dead_letter(producer, record, "")
+            send_dead_letter(producer, record, "", DLQ_TOPIC)
     letters = [r for r in _read_all(kafka_broker.bootstrap, DLQ_TOPIC) if r.key == key.encode()]
     assert len(letters) == 1
     letter = letters[0]
@@ -199,7 +202,7 @@ def test_latest_model_version_and_watcher(kafka_broker) -> None:
     assert seen[-1] == 3 and 2 in seen
     assert latest_model_version(kafka_broker.bootstrap, model) == 3
     assert latest_models(kafka_broker.bootstrap)[other].version == 5
-    assert MODELS_TOPIC in {t.name for t in default_topics() if t.compacted}
+    assert MODELS_TOPIC in {t.name for t in loop_topics() if t.compacted}
 
 
 @pytest.mark.slow
@@ -211,7 +214,7 @@ def test_model_watcher_follows_a_restarted_broker(tmp_path) -> None:
     seen: list[int] = []
     watcher = None
     try:
-        ensure_topics(broker.bootstrap)
+        ensure_loop_topics(broker.bootstrap)
         with ReliableProducer(broker.bootstrap) as producer:
             for version in (1, 2, 3):
                 announce_model(producer, model, version)
@@ -220,7 +223,7 @@ def test_model_watcher_follows_a_restarted_broker(tmp_path) -> None:
 
         broker.kill()
         broker.start()  # same port, empty log
-        ensure_topics(broker.bootstrap)
+        ensure_loop_topics(broker.bootstrap)
         with ReliableProducer(broker.bootstrap) as producer:
             announce_model(producer, model, 4)  # offset 0 of the new log; the watcher was at 3
         _wait_for(lambda: watcher.current(model) == 4, 60)

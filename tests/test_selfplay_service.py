@@ -33,7 +33,8 @@ from tengen.data.rows import decode, row_count, rows_from_record, validate
 from tengen.data.synthetic import random_game
 from tengen.go.sgf import read_game, replay
 from tengen.infra.broker import LocalBroker, free_port
-from tengen.infra.kafka import GAMES_TOPIC, ReliableProducer, announce_model, ensure_topics
+from tengen.infra.kafka import ReliableProducer
+from tengen.loop.messages import GAMES_TOPIC, announce_model, ensure_loop_topics
 from tengen.infra.triton import LocalTriton, ModelRepository, TritonError, TritonEvaluator, promote, render_config
 from tengen.nn.export import export_model
 from tengen.nn.model import build_model
@@ -272,7 +273,7 @@ def _metric(text: str, name: str, **labels: str) -> float:
 def broker(tmp_path: Path) -> Iterator[LocalBroker]:
     """A broker of this test's own (the test freezes it), with the topics a deployment creates."""
     own = LocalBroker(log_path=tmp_path / "broker.log").start()
-    ensure_topics(own.bootstrap)
+    ensure_loop_topics(own.bootstrap)
     try:
         yield own
     finally:

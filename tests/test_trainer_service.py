@@ -26,12 +26,13 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from services.trainer.service import NONFINITE_STREAK_RED, TrainerService
 from tengen.config import Config, load_config
-from tengen.data.candidates import CandidateAnnouncement
+from tengen.loop.messages import CandidateAnnouncement, ensure_loop_topics
 from tengen.data.rows import window_rows
 from tengen.data.synthetic import random_game
 from tengen.data.window import Window
 from tengen.infra.broker import LocalBroker
-from tengen.infra.kafka import CANDIDATES_TOPIC, DLQ_TOPIC, GAMES_TOPIC, ensure_topics, header
+from tengen.infra.kafka import header
+from tengen.loop.messages import CANDIDATES_TOPIC, DLQ_TOPIC, GAMES_TOPIC
 from tengen.nn.export import load_export
 from tengen.proto import game_pb2
 from trainer_support import fill_window
@@ -125,7 +126,7 @@ def broker(tmp_path: Path) -> Iterator[LocalBroker]:
 @pytest.mark.slow
 def test_trainer_ingests_exactly_once_across_a_kill(broker: LocalBroker, tmp_path: Path) -> None:
     bootstrap = broker.bootstrap
-    ensure_topics(bootstrap)
+    ensure_loop_topics(bootstrap)
     valid, garbage = _games()
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     stream: list[tuple[str, bytes]] = [(g.id, g.SerializeToString()) for g in valid]
@@ -329,7 +330,8 @@ def test_non_finite_weights_fall_back_to_the_last_checkpoint(tmp_path: Path) -> 
 # A member of the trainer's group that says so once it has its partitions, then waits to be killed.
 _GROUP_MEMBER = """
 import sys, time
-from tengen.infra.kafka import GAMES_TOPIC, TRAINER_GROUP, GroupConsumer
+from tengen.infra.kafka import GroupConsumer
+from tengen.loop.messages import GAMES_TOPIC, TRAINER_GROUP
 consumer = GroupConsumer(sys.argv[1], GAMES_TOPIC, TRAINER_GROUP, client_id="tengen-trainer")
 while not consumer.assigned:
     consumer.poll(timeout_s=0.5)
@@ -348,7 +350,7 @@ def test_a_restarted_trainer_with_training_to_do_ingests_the_waiting_games(broke
     more; what matters is that training is due."""
     turn_s, max_turns = 0.05, 100  # not joined, a turn polls for 0.5 s: the join may take 50 s and more
     bootstrap = broker.bootstrap
-    ensure_topics(bootstrap)
+    ensure_loop_topics(bootstrap)
     config = _config(tmp_path, bootstrap)
     _window_of(config, 300)  # the restarted trainer's window: enough rows to train at once
     waiting = [random_game(np.random.default_rng(9), 7, game_id=f"waiting-{i}") for i in range(5)]

@@ -20,8 +20,8 @@ to CANDIDATE_SCAN records at a time, decided in order). For each candidate:
    the self-play runner, one TritonEvaluator per side), each finished game appended and fsynced to
    `matches/<candidate>.jsonl` with a progress line; stop once decided (services.gating.decision).
 6. On a pass, promote through exactly `tengen models promote`'s hot swap
-   (tengen.infra.promotion.hot_swap: atomic write as the next version, load beside the serving
-   one, wait ready, check, announce on `tengen.models`).
+   (tengen.infra.promotion.ModelServer.promote: atomic write as the next version, load beside the
+   serving one, wait ready, check, announce on `tengen.models`).
 7. Append the decision (the score over every finished game, the reason naming what decided it,
    the version) to `decisions.jsonl`, fsynced; only then commit the candidate's offset.
 8. Report every game of the match to ratings (an outbox: retried with backoff while ratings is
@@ -37,7 +37,7 @@ Crash safety: a crash mid-match resumes it from the match file when its opponent
 current model (else the match starts again). A crash after the promotion's write but before the
 decision line is finished on restart without a second version: the repository is searched for a
 version newer than the opponent holding the candidate's bytes (tengen.infra.promotion
-.promoted_version). Triton or the broker down: the candidate is retried with backoff.
+.ModelServer.written_version). Triton or the broker down: the candidate is retried with backoff.
 SIGTERM/SIGINT: the game batches in flight finish, games in progress are dropped (the finished
 ones are on disk), nothing is committed that is not decided.
 """
@@ -57,39 +57,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from services.gating.decision import Score, Verdict, decide
 from services.gating.ledger import DecisionLog, MatchFile, check_candidate_name
 from tengen.config import Config
-from tengen.data.candidates import CandidateAnnouncement
+from tengen.loop.messages import CandidateAnnouncement, candidate_player, version_player, wait_for_loop_topics
 from tengen.gtp.match import Reporter, ratings_reporter
 from tengen.infra.health import HealthServer
-from tengen.infra.kafka import (
-    CANDIDATES_TOPIC,
-    Backoff,
-    GroupConsumer,
-    KafkaAdapterError,
-    ReliableProducer,
-    announce_model,
-    latest_model_version,
-    wait_for_topics,
-)
-from tengen.infra.promotion import (
-    ExportError,
-    ServedMismatch,
-    check_served,
-    hot_swap,
-    load_checked,
-    promoted_version,
-    validate_export,
-)
+from tengen.infra.kafka import Backoff, GroupConsumer, KafkaAdapterError, ReliableProducer
+from tengen.loop.messages import CANDIDATES_TOPIC, latest_model_version
+from tengen.infra.promotion import ExportError, ModelServer, ServedMismatch, validate_export
+from tengen.infra.triton import ModelRepository, TritonError, TritonEvaluator, wait_version_ready
 from tengen.loop.layout import DataDir
-from tengen.infra.triton import (
-    ModelRepository,
-    TritonError,
-    TritonEvaluator,
-    load_model,
-    ready_versions,
-    wait_version_ready,
-)
 from tengen.nn.export import export_samples, sidecar_path
-from tengen.ratings.records import GameReport, PlayerInfo, RatingsError, version_player
+from tengen.ratings.records import GameReport, PlayerInfo, RatingsError
 from tengen.run.bootstrap import model_config
 from tengen.search.match import MatchGameResult, MatchRunner, MatchSettings
 
@@ -105,11 +82,6 @@ EVAL_RETRY_S = 120.0  # a Triton outage longer than this ends the match attempt 
 REPORT_CHUNK = 500  # games per ratings report
 CANDIDATE_SCAN = 64  # announcements read at once, to see whether newer candidates wait (skip_superseded)
 ORPHAN_GRACE_S = 120.0  # a candidate file this old with no announcement seen: its announcement was lost
-
-
-def candidate_player(model: str, candidate: str) -> str:
-    """The ratings name of a candidate that was not promoted."""
-    return f"{model}-{candidate}"
 
 
 class Metrics:
@@ -143,6 +115,8 @@ class GatingService:
         self.data_dir = DataDir(config.run.data_dir)
         self.repository = ModelRepository(self.data_dir.models)
         self.url = config.triton.url
+        self.served = ModelServer(self.repository, self.url, self.model, TRITON_TIMEOUT_S)
+        self.candidate_server = ModelServer(self.repository, self.url, self.candidate_model, TRITON_TIMEOUT_S)
         self.settings = MatchSettings.from_config(config)
         self.decisions = DecisionLog(self.data_dir)
         self.http_port = http_port
@@ -174,7 +148,7 @@ class GatingService:
         consumer = None
         try:
             self._set_state(f"waiting for the broker at {bootstrap}")
-            if not wait_for_topics(bootstrap, stop, "gating"):
+            if not wait_for_loop_topics(bootstrap, stop, "gating"):
                 return 0
             self._producer = ReliableProducer(bootstrap, client_id="tengen-gating")
             # A match can take long: the group must not drop us between polls.
@@ -302,7 +276,7 @@ class GatingService:
         header = match.header
         played_against = header.get("opponent_version") if header is not None else None
         if isinstance(played_against, int) and played_against != opponent and \
-                promoted_version(self.repository, self.model, path, newer_than=played_against) is not None:
+                self.served.written_version(path, newer_than=played_against) is not None:
             opponent = played_against  # the current version is this candidate: our promotion was cut short
         wait_version_ready(self.url, self.model, opponent, READY_WAIT_S)
         if header is not None and header.get("opponent_version") == opponent and header.get("games") == \
@@ -352,17 +326,11 @@ class GatingService:
         repo, name = self.repository, self.candidate_model
         if not repo.has_model(name):
             repo.create_model(name, model_config(self.config, name, repo.backend(self.model)))
-        version = promoted_version(repo, name, path)
-        if version is None:
+        if self.candidate_server.written_version(path) is None:
             for old in repo.versions(name)[:-1]:  # done with; the newest stays so numbers keep growing
                 repo.remove_version(name, old)
-            self._set_state(f"loading candidate {path.name} into Triton as {name}")
-            return load_checked(repo, self.url, name, path, expected, TRITON_TIMEOUT_S)
-        if version not in ready_versions(self.url, name):  # loaded before a restart, or never finished
-            load_model(self.url, name, TRITON_TIMEOUT_S)
-            wait_version_ready(self.url, name, version, TRITON_TIMEOUT_S)
-        check_served(self.url, name, expected)(version)
-        return version
+        self._set_state(f"loading candidate {path.name} into Triton as {name}")
+        return self.candidate_server.load(path, expected)
 
     def _play(self, ann: CandidateAnnouncement, match: MatchFile, candidate_version: int, opponent: int,
               stop: threading.Event) -> Verdict | None:
@@ -412,15 +380,7 @@ class GatingService:
 
     def _promote(self, path: Path, expected: dict, opponent: int) -> int:
         """Hot-swap the candidate in as the next version, or finish a promotion a crash cut short."""
-        done = promoted_version(self.repository, self.model, path, newer_than=opponent)
-        if done is None:
-            return hot_swap(self.repository, self.url, self.model, path, expected, self._producer, TRITON_TIMEOUT_S)
-        log.info("gating: %s is already version %d (written before a restart); finishing its promotion", path, done)
-        load_model(self.url, self.model, TRITON_TIMEOUT_S)
-        wait_version_ready(self.url, self.model, done, TRITON_TIMEOUT_S)
-        check_served(self.url, self.model, expected)(done)
-        announce_model(self._producer, self.model, done, timeout_s=TRITON_TIMEOUT_S)
-        return done
+        return self.served.promote(path, expected, self._producer, newer_than=opponent)
 
     def _record(self, ann: CandidateAnnouncement, opponent: int | None, score: Score, games: int,
                 promoted: int | None,

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
+from tengen.loop.messages import player_version
 from tengen.ratings.book import History, Leaderboard, RatingRow
 
 WIDTH, HEIGHT = 760, 380
@@ -108,9 +109,8 @@ def anchor_label(name: str) -> str:
 
 
 def version_number(row: RatingRow) -> int | None:
-    """N of a model version's ratings name `<model>-vN` (tengen.ratings.records.version_player)."""
-    match = re.fullmatch(r".+-v(\d{1,12})", row.name)
-    return int(match.group(1)) if match and row.kind == "model" else None
+    """N of a model version's ratings name `<model>-vN` (tengen.loop.messages.version_player)."""
+    return player_version(row.name) if row.kind == "model" else None
 
 
 def games_url(row: RatingRow) -> str | None:

@@ -51,7 +51,6 @@ import secrets
 import socket
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -63,16 +62,8 @@ from tengen.config import Config
 from tengen.data.record_sgf import write_record_sgf
 from tengen.data.rows import RecordError, row_count, validate
 from tengen.infra.health import HealthServer
-from tengen.infra.kafka import (
-    GAMES_TOPIC,
-    Backoff,
-    BufferFullError,
-    ModelAnnouncement,
-    TRAINER_GROUP,
-    ModelWatcher,
-    ReliableProducer,
-    wait_for_topics,
-)
+from tengen.infra.kafka import Backoff, BufferFullError, ReliableProducer
+from tengen.loop.messages import GAMES_TOPIC, ModelAnnouncement, ModelWatcher, TRAINER_GROUP, wait_for_loop_topics
 from tengen.infra.outbox import Outbox
 from tengen.infra.triton import TritonError, TritonEvaluator, model_states
 from tengen.loop.layout import DataDir
@@ -313,7 +304,7 @@ class SelfplayService:
 
     def _wait_for_broker(self, stop: threading.Event) -> bool:
         self.state = f"waiting for the broker at {self.config.kafka.bootstrap}"
-        return wait_for_topics(self.config.kafka.bootstrap, stop, "selfplay", timeout_s=10.0)
+        return wait_for_loop_topics(self.config.kafka.bootstrap, stop, "selfplay", timeout_s=10.0)
 
     def _wait_for_announcement(self, stop: threading.Event, watcher: ModelWatcher) -> int | None:
         version = watcher.current(self.model)

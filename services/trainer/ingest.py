@@ -24,6 +24,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 from tengen.data.rows import RecordError, decode, window_rows
 from tengen.data.window import Window
 from tengen.infra.kafka import send_dead_letter
+from tengen.loop.messages import DLQ_TOPIC
 
 log = logging.getLogger("services.trainer")
 
@@ -74,13 +75,13 @@ def ingest(records: Sequence[ConsumerRecord], window: Window, dead_letters: Dead
         except RecordError as err:
             log.warning("rejecting record at %s[%d]@%d (key %r): %s",
                         record.topic, record.partition, record.offset, record.key, err.reason)
-            send_dead_letter(dead_letters, record, err.reason)
+            send_dead_letter(dead_letters, record, err.reason, DLQ_TOPIC)
             stats.rejected += 1
             continue
         except ValueError as err:  # a valid record that does not fit this window (board > pos_len)
             reason = f"does not fit the trainer: {err}"
             log.warning("rejecting game %s: %s", game.id, reason)
-            send_dead_letter(dead_letters, record, reason)
+            send_dead_letter(dead_letters, record, reason, DLQ_TOPIC)
             stats.rejected += 1
             continue
         if window.append(game.id, rows, digest):

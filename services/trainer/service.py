@@ -34,18 +34,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from services.trainer.ingest import IngestStats, ingest
 from services.trainer.training import Learner, NonFiniteError
 from tengen.config import Config
-from tengen.data.candidates import CandidateAnnouncement
+from tengen.loop.messages import CandidateAnnouncement, wait_for_loop_topics
 from tengen.data.window import Window
 from tengen.loop.layout import DataDir, candidate_name
 from tengen.infra.health import HealthServer
-from tengen.infra.kafka import (
-    CANDIDATES_TOPIC,
-    GAMES_TOPIC,
-    TRAINER_GROUP,
-    GroupConsumer,
-    ReliableProducer,
-    wait_for_topics,
-)
+from tengen.infra.kafka import GroupConsumer, ReliableProducer
+from tengen.loop.messages import CANDIDATES_TOPIC, GAMES_TOPIC, TRAINER_GROUP
 from tengen.nn.export import export_model
 from tengen.nn.loss import LOSS_TERMS
 
@@ -116,7 +110,7 @@ class TrainerService:
 
         bootstrap = self.config.kafka.bootstrap
         self._start_http()
-        if not wait_for_topics(bootstrap, stop, "trainer"):
+        if not wait_for_loop_topics(bootstrap, stop, "trainer"):
             self._stop_http()
             return
         writer = SummaryWriter(str(self.data_dir.trainer_tensorboard))

@@ -178,7 +178,7 @@ def _list(args: argparse.Namespace) -> int:
 
 # -- promote --------------------------------------------------------------------------------------
 def _promote(args: argparse.Namespace) -> int:
-    from tengen.infra.promotion import ExportError, load_checked, validate_export
+    from tengen.infra.promotion import ExportError, ModelServer, validate_export
     from tengen.infra.triton import ModelRepository, TritonError
     from tengen.run.bootstrap import model_config
 
@@ -207,7 +207,7 @@ def _promote(args: argparse.Namespace) -> int:
     print(f"promoting {export} ({arch}, {metadata.get('samples_seen', 0):,} samples seen) as the next version "
           f"of {model} in {repo.root} ...", flush=True)
     try:
-        version = load_checked(repo, url, model, export, expected, timeout_s=args.timeout)
+        version = ModelServer(repo, url, model, timeout_s=args.timeout).load(export, expected)
     except TritonError as exc:
         raise CommandError(f"promotion failed, repository left as it was: {exc}") from None
     print(f"{model} version {version} is ready in Triton at {url}"
@@ -216,7 +216,8 @@ def _promote(args: argparse.Namespace) -> int:
         print("not announced: no Kafka broker given (--kafka or TENGEN_KAFKA_BOOTSTRAP); "
               "workers requesting the latest version get it anyway")
         return 0
-    from tengen.infra.kafka import KafkaAdapterError, ReliableProducer, announce_model
+    from tengen.infra.kafka import KafkaAdapterError, ReliableProducer
+    from tengen.loop.messages import announce_model
 
     producer = ReliableProducer(bootstrap, client_id="tengen-models-promote")
     try:
@@ -288,14 +289,15 @@ def _prepare(args: argparse.Namespace) -> int:
     if bootstrap is None:
         print("not announced: no Kafka broker given (--kafka or TENGEN_KAFKA_BOOTSTRAP)")
         return 0
-    from tengen.infra.kafka import KafkaAdapterError, ReliableProducer, announce_model, wait_for_topics
+    from tengen.infra.kafka import KafkaAdapterError, ReliableProducer
+    from tengen.loop.messages import announce_model, wait_for_loop_topics
 
     # The topics are the deployment's to create (the topics Job); wait for them, never make them.
     deadline = threading.Event()
     timer = threading.Timer(args.timeout, deadline.set)
     timer.start()
     try:
-        if not wait_for_topics(bootstrap, deadline, "tengen models prepare"):
+        if not wait_for_loop_topics(bootstrap, deadline, "tengen models prepare"):
             raise CommandError(f"the topics on {bootstrap} did not appear within {args.timeout:.0f} s; "
                                "nothing announced")
     finally:

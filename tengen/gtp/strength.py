@@ -26,7 +26,7 @@ from tengen.gtp.gnugo import anchor_name, gnugo_command, model_command
 from tengen.gtp.match import EngineSpec, GameOutcome, Match, MatchSettings, Reporter
 from tengen.loop.layout import DataDir
 from tengen.nn.export import export_samples
-from tengen.ratings.records import version_player
+from tengen.loop.messages import version_player
 
 log = logging.getLogger(__name__)
 

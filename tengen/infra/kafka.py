@@ -1,12 +1,5 @@
-"""The game queue and control topics over Kafka (kafka-python only).
-
-Topics:
-- `tengen.games`: one finished game per record, key = game id (idempotent: a resend keeps the key,
-  so consumers dedupe by it).
-- `tengen.games.dlq`: records a consumer rejected, same key and value, the reason in a header.
-- `tengen.models`: compacted control topic, key = Triton model name, value = JSON announcement of
-  the version that serves now; a worker that starts later reads the latest value per key.
-- `tengen.candidates`: candidate exports from the trainer for gating.
+"""Kafka transport (kafka-python only): topics, a reliable producer, group consumers, dead letters.
+What the loop sends on which topic is tengen.loop.messages'.
 
 `ReliableProducer` keeps every record in a bounded local buffer until the broker acknowledges it
 (acks=all) and resends what failed, recreating the client when the broker went away (an idempotent
@@ -16,11 +9,10 @@ are durable.
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -33,14 +25,6 @@ from kafka.structs import OffsetAndMetadata
 from tengen.infra.broker import kafka_api_versions_ok
 
 log = logging.getLogger(__name__)
-
-GAMES_TOPIC = "tengen.games"
-DLQ_TOPIC = "tengen.games.dlq"
-MODELS_TOPIC = "tengen.models"
-CANDIDATES_TOPIC = "tengen.candidates"
-# The trainer's consumer group on GAMES_TOPIC: self-play keeps each game until this group has
-# committed it (tengen.infra.outbox).
-TRAINER_GROUP = "tengen-trainer"
 
 # A group join against the local broker takes ~3 s with these; kafka-python's 45 s default session
 # timeout made the first join take over 20 s. Both must stay above the broker's minimum.
@@ -64,16 +48,6 @@ class TopicSpec:
     partitions: int = 1
     compacted: bool = False
     replication_factor: int = -1  # -1: the broker's default (1 locally, 3 on a production cluster)
-
-
-def default_topics(game_partitions: int = 4) -> list[TopicSpec]:
-    """The project's topics. Games are spread over partitions so several trainers could share them."""
-    return [
-        TopicSpec(GAMES_TOPIC, game_partitions),
-        TopicSpec(DLQ_TOPIC, 1),
-        TopicSpec(MODELS_TOPIC, 1, compacted=True),
-        TopicSpec(CANDIDATES_TOPIC, 1),
-    ]
 
 
 class Backoff:
@@ -112,10 +86,10 @@ def _key_bytes(key: str | bytes) -> bytes:
     raise TypeError(f"record key must be str or bytes, got {type(key).__name__}")
 
 
-def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec] | None = None, timeout_s: float = 30.0) -> list[str]:
+def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec], timeout_s: float = 30.0) -> list[str]:
     """Create the topics that do not exist yet; return the names created. Retries until timeout_s
     while the broker is unreachable."""
-    wanted = list(specs) if specs is not None else default_topics()
+    wanted = list(specs)
     deadline = time.monotonic() + timeout_s
     backoff = Backoff(0.2, 2.0)
     while True:
@@ -167,8 +141,9 @@ def missing_topics(bootstrap: str, names: Iterable[str], timeout_s: float = 10.0
     return [name for name in names if name not in existing]
 
 
-def wait_for_topics(bootstrap: str, stop: threading.Event, who: str, timeout_s: float = 10.0) -> bool:
-    """A service's start: wait until the broker answers and has the project's topics, retrying
+def wait_for_topics(bootstrap: str, names: Sequence[str], stop: threading.Event, who: str,
+                    timeout_s: float = 10.0) -> bool:
+    """A service's start: wait until the broker answers and has the topics `names`, retrying
     with backoff (1 s doubling to 30 s, logged), until `stop` is set. True once they exist.
 
     Services never create topics: the deployment does, once, with its own settings (`tengen run`
@@ -176,7 +151,6 @@ def wait_for_topics(bootstrap: str, stop: threading.Event, who: str, timeout_s: 
     `tengen.games` with the default partitions before the Job ran would leave it so for good
     (creating an existing topic adds no partitions)."""
     backoff = Backoff(1.0, 30.0)
-    names = [spec.name for spec in default_topics()]
     while not stop.is_set():
         try:
             missing = missing_topics(bootstrap, names, timeout_s)
@@ -559,7 +533,7 @@ class GroupConsumer:
             return False  # a join that completes reads from the committed offsets anyway
         self._last_reset_check = now
         try:
-            return _log_was_reset(consumer)
+            return log_was_reset(consumer)
         except kerr.KafkaError as exc:  # the broker away: the next check asks again
             log.debug("kafka: log-reset check for group %s failed: %r", self.group_id, exc)
             return False
@@ -639,8 +613,9 @@ class GroupConsumer:
         self.close()
 
 
-def send_dead_letter(producer: ReliableProducer, record: ConsumerRecord, reason: str) -> None:
-    """Put a rejected record on the DLQ: same key and value, the reason and origin in headers."""
+def send_dead_letter(producer: ReliableProducer, record: ConsumerRecord, reason: str, topic: str) -> None:
+    """Put a rejected record on the dead-letter `topic`: same key and value, the reason and origin
+    in headers."""
     if not reason:
         raise ValueError("a dead letter needs a reason")
     headers = [
@@ -650,7 +625,7 @@ def send_dead_letter(producer: ReliableProducer, record: ConsumerRecord, reason:
         ("source.offset", str(record.offset).encode()),
     ]
     key = record.key if record.key is not None else f"{record.topic}-{record.partition}-{record.offset}".encode()
-    producer.send(DLQ_TOPIC, key, record.value if record.value is not None else b"", headers)
+    producer.send(topic, key, record.value if record.value is not None else b"", headers)
 
 
 def header(record: ConsumerRecord, name: str) -> str | None:
@@ -662,39 +637,10 @@ def header(record: ConsumerRecord, name: str) -> str | None:
     return found
 
 
-# -- model announcements on the compacted topic ---------------------------------------------------
-@dataclass(frozen=True)
-class ModelAnnouncement:
-    model: str
-    version: int
-    announced_at: float = field(default=0.0, compare=False)
-
-    def to_bytes(self) -> bytes:
-        return json.dumps({"model": self.model, "version": self.version, "announced_at": self.announced_at}).encode()
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> "ModelAnnouncement":
-        try:
-            obj = json.loads(data)
-            return cls(str(obj["model"]), int(obj["version"]), float(obj.get("announced_at", 0.0)))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise KafkaAdapterError(f"malformed model announcement {data[:200]!r}: {exc}") from exc
-
-
-def announce_model(producer: ReliableProducer, model: str, version: int, timeout_s: float = 30.0) -> ModelAnnouncement:
-    """Announce that `version` of `model` serves now; returns once the broker acknowledged it."""
-    if not model or version < 1:
-        raise ValueError(f"bad model announcement: model={model!r} version={version}")
-    ann = ModelAnnouncement(model, version, time.time())
-    producer.send(MODELS_TOPIC, model, ann.to_bytes())
-    if not producer.flush(timeout_s):
-        raise KafkaAdapterError(f"announcement of {model} v{version} not acknowledged within {timeout_s:.0f} s")
-    log.info("kafka: announced %s version %d on %s", model, version, MODELS_TOPIC)
-    return ann
-
-
-def _read_to_end(consumer: KafkaConsumer, topic: str, deadline: float,
-                 handle: Callable[[ConsumerRecord], None]) -> None:
+def read_to_end(consumer: KafkaConsumer, topic: str, deadline: float,
+                handle: Callable[[ConsumerRecord], None]) -> None:
+    """Read every partition of `topic` from its start to its end as of now, handing each record
+    to `handle` (KafkaAdapterError past `deadline`, a time.monotonic() value)."""
     partitions = None
     while partitions is None:
         partitions = consumer.partitions_for_topic(topic)
@@ -737,7 +683,7 @@ def _let_join_finish(consumer: KafkaConsumer) -> None:
             return
 
 
-def _log_was_reset(consumer: KafkaConsumer) -> bool:
+def log_was_reset(consumer: KafkaConsumer) -> bool:
     """Whether an assigned partition's log now ends before the consumer's position: the broker
     restarted with an empty log (the one-box broker keeps logs in memory), and a consumer past the
     end of a Tansu log gets neither records nor an out-of-range reset. The caller then reads the
@@ -751,119 +697,3 @@ def _log_was_reset(consumer: KafkaConsumer) -> bool:
         log.warning("kafka: %s restarted empty (log end before our position); reading it again from the start",
                     ", ".join(f"{tp.topic}[{tp.partition}]" for tp in reset))
     return bool(reset)
-
-
-def latest_models(bootstrap: str, timeout_s: float = 30.0) -> dict[str, ModelAnnouncement]:
-    """The latest announcement per model name on `tengen.models` (empty when none yet)."""
-    deadline = time.monotonic() + timeout_s
-    latest: dict[str, ModelAnnouncement] = {}
-
-    def handle(rec: ConsumerRecord) -> None:
-        if rec.value is None:  # a tombstone removes the model
-            latest.pop(rec.key.decode(), None)
-            return
-        try:
-            ann = ModelAnnouncement.from_bytes(rec.value)
-        except KafkaAdapterError as exc:
-            log.error("kafka: skipping %s", exc)
-            return
-        latest[ann.model] = ann
-
-    try:
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="tengen-models-reader",
-                                 enable_auto_commit=False, bootstrap_timeout_ms=int(timeout_s * 1000))
-    except Exception as exc:
-        raise KafkaAdapterError(f"cannot reach broker {bootstrap} to read {MODELS_TOPIC}: {exc!r}") from exc
-    try:
-        _read_to_end(consumer, MODELS_TOPIC, deadline, handle)
-    finally:
-        consumer.close(autocommit=False)
-    return latest
-
-
-def latest_model_version(bootstrap: str, model: str, timeout_s: float = 30.0) -> int | None:
-    """The version of `model` last announced on `tengen.models`, or None when never announced."""
-    ann = latest_models(bootstrap, timeout_s).get(model)
-    return ann.version if ann is not None else None
-
-
-class ModelWatcher:
-    """Follows `tengen.models` in a background thread: `current(model)` is the latest announced
-    version; `on_change(announcement)` runs on every new announcement. Reads the topic from the
-    start, so a worker that starts later learns the current version first."""
-
-    def __init__(self, bootstrap: str, on_change: Callable[[ModelAnnouncement], None] | None = None,
-                 backoff: Backoff | None = None) -> None:
-        self.bootstrap = bootstrap
-        self.on_change = on_change
-        self._backoff = backoff or Backoff(0.5, 10.0)
-        self._latest: dict[str, ModelAnnouncement] = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._reread = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tengen-model-watcher", daemon=True)
-        self._thread.start()
-
-    def reread(self) -> None:
-        """Read the topic again from its start (a caller that has reason to think announcements
-        were missed: the log was reset and refilled past the old position before it was noticed)."""
-        self._reread.set()
-
-    def current(self, model: str) -> int | None:
-        with self._lock:
-            ann = self._latest.get(model)
-        return ann.version if ann is not None else None
-
-    def _apply(self, rec: ConsumerRecord) -> None:
-        if rec.value is None or rec.key is None:
-            return
-        try:
-            ann = ModelAnnouncement.from_bytes(rec.value)
-        except KafkaAdapterError as exc:
-            log.error("kafka: skipping %s", exc)
-            return
-        with self._lock:
-            old = self._latest.get(ann.model)
-            if old is not None and ann.version < old.version:
-                return  # read again after a rewind: versions only grow, an older one is history
-            self._latest[ann.model] = ann
-        if (old is None or old.version != ann.version) and self.on_change is not None:
-            self.on_change(ann)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            consumer = None
-            try:
-                # earliest: after a broker restart (empty log) the position resets to the start, so
-                # an announcement made right after the restart is not skipped.
-                consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="tengen-model-watcher",
-                                         enable_auto_commit=False, auto_offset_reset="earliest",
-                                         bootstrap_timeout_ms=5000)
-                _read_to_end(consumer, MODELS_TOPIC, time.monotonic() + 30.0, self._apply)
-                self._backoff.reset()
-                checked = time.monotonic()
-                while not self._stop.is_set():
-                    for recs in consumer.poll(timeout_ms=500).values():
-                        for rec in recs:
-                            self._apply(rec)
-                    if self._reread.is_set():
-                        self._reread.clear()
-                        break  # a fresh consumer reads the topic from its start
-                    if time.monotonic() - checked >= LOG_RESET_CHECK_S:
-                        if _log_was_reset(consumer):
-                            break
-                        checked = time.monotonic()
-            except Exception as exc:  # keep following across broker restarts
-                delay = self._backoff.next()
-                log.warning("kafka: model watcher lost %s (%r); retrying in %.1f s", self.bootstrap, exc, delay)
-                self._stop.wait(delay)
-            finally:
-                if consumer is not None:
-                    try:
-                        consumer.close(autocommit=False)
-                    except Exception as exc:
-                        log.debug("kafka: error closing watcher consumer: %r", exc)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10.0)

@@ -1,14 +1,15 @@
-"""The whole hot swap of an export, shared by `tengen models promote` and the gating service.
+"""The whole hot swap of an export, shared by `tengen models promote` and the gating service:
+one ModelServer per served model.
 
-`hot_swap` validates nothing itself: callers first run `validate_export` (the export loads, has
-this code's input planes and answers with the four outputs), so a broken file never reaches the
-repository. Then tengen.infra.triton.promote writes it atomically as the next version, loads it
-beside the serving one, waits until it is ready and checks that Triton answers two fixed
-positions like the export does (catching a Triton that reads another repository), and finally
-tengen.infra.kafka.announce_model tells the selfplay workers on `tengen.models`.
+Callers first run `validate_export` (the export loads, has this code's input planes and answers
+with the four outputs), so a broken file never reaches the repository. `ModelServer.load` then has
+tengen.infra.triton.promote write it atomically as the next version, load it beside the serving
+one, wait until it is ready and check that Triton answers two fixed positions like the export
+does (catching a Triton that reads another repository); `ModelServer.promote` finally tells the
+selfplay workers on `tengen.models` (tengen.infra.kafka.announce_model).
 
-`promoted_version` finds an export already written as a version, so a promotion interrupted after
-the write (a crash before its decision was recorded) is finished instead of repeated.
+An export already written as a version (a crash after the write, before its decision was
+recorded) is found by its bytes and finished instead of written again.
 """
 from __future__ import annotations
 
@@ -20,9 +21,18 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tengen.infra.kafka import ReliableProducer, announce_model
+from tengen.infra.kafka import ReliableProducer
+from tengen.loop.messages import announce_model
 from tengen.infra.shm import output_shapes
-from tengen.infra.triton import ModelRepository, TritonError, TritonEvaluator, promote
+from tengen.infra.triton import (
+    ModelRepository,
+    TritonError,
+    TritonEvaluator,
+    load_model,
+    promote,
+    ready_versions,
+    wait_version_ready,
+)
 
 log = logging.getLogger(__name__)
 
@@ -118,23 +128,46 @@ def _same_points(served: np.ndarray, export_fp32: np.ndarray) -> bool:
     return bool(np.abs(served - export_fp32).max() <= 0.5 + 0.02 * np.abs(export_fp32).max())
 
 
-def load_checked(repository: ModelRepository, url: str, model: str, export: Path,
-                 expected: dict[str, np.ndarray], timeout_s: float = 300.0) -> int:
-    """Write `export` as the next version of `model`, load it beside the serving one, wait until
-    it is ready and answers like the export (tengen.infra.triton.promote with check_served);
-    return the version. On failure the repository is left as it was."""
-    return promote(repository, url, model, export, timeout_s=timeout_s, check=check_served(url, model, expected))
+class ModelServer:
+    """One model of a Triton model repository and the Triton at `url` that serves it."""
 
+    def __init__(self, repository: ModelRepository, url: str, model: str, timeout_s: float = 300.0) -> None:
+        self.repository = repository
+        self.url = url
+        self.model = model
+        self.timeout_s = timeout_s
 
-def hot_swap(repository: ModelRepository, url: str, model: str, export: Path, expected: dict[str, np.ndarray],
-             producer: ReliableProducer | None, timeout_s: float = 300.0) -> int:
-    """load_checked, then announce the version on `tengen.models` (when a producer is given);
-    returns the version. Raises TritonError before anything is announced, or KafkaAdapterError
-    when the version serves but the announcement was not acknowledged."""
-    version = load_checked(repository, url, model, export, expected, timeout_s)
-    if producer is not None:
-        announce_model(producer, model, version, timeout_s=timeout_s)
-    return version
+    def written_version(self, export: Path, newer_than: int = 0) -> int | None:
+        """The version above `newer_than` that is byte for byte `export`, or None."""
+        return promoted_version(self.repository, self.model, export, newer_than)
+
+    def load(self, export: Path, expected: dict[str, np.ndarray], newer_than: int = 0) -> int:
+        """`export` as a ready version that answers like the export (its outputs on canary_inputs
+        are `expected`): the version above `newer_than` it already is (written before a restart:
+        loaded again when Triton does not have it ready), else written as the next version and
+        loaded beside the serving one. On failure the repository is left as it was. Raises
+        TritonError (ServedMismatch when Triton computes something else)."""
+        check = check_served(self.url, self.model, expected)
+        version = self.written_version(export, newer_than)
+        if version is None:
+            return promote(self.repository, self.url, self.model, export, timeout_s=self.timeout_s, check=check)
+        log.info("%s is already version %d of %s (written before a restart); finishing its load",
+                 export, version, self.model)
+        if version not in ready_versions(self.url, self.model):
+            load_model(self.url, self.model, self.timeout_s)
+            wait_version_ready(self.url, self.model, version, self.timeout_s)
+        check(version)
+        return version
+
+    def promote(self, export: Path, expected: dict[str, np.ndarray], producer: ReliableProducer | None,
+                newer_than: int = 0) -> int:
+        """load, then announce the version on `tengen.models` (when a producer is given); returns
+        the version. Raises TritonError before anything is announced, or KafkaAdapterError when
+        the version serves but the announcement was not acknowledged."""
+        version = self.load(export, expected, newer_than)
+        if producer is not None:
+            announce_model(producer, self.model, version, timeout_s=self.timeout_s)
+        return version
 
 
 def file_digest(path: str | os.PathLike[str]) -> str:

@@ -63,11 +63,6 @@ class PlayerInfo:
     training_samples: int | None = None
 
 
-def version_player(model: str, version: int) -> str:
-    """The ratings name of version N of a served model (gating, `tengen eval`, strength)."""
-    return f"{model}-v{version}"
-
-
 def parse_result(text: str) -> str:
     """`B`, `W` or `draw` (any case); anything else is an InvalidRequest."""
     for code in RESULTS:

@@ -30,7 +30,7 @@ from typing import Callable, TextIO
 
 from tengen.config import Config
 from tengen.data.window import IDS, Window, WindowError
-from tengen.infra.kafka import GAMES_TOPIC
+from tengen.loop.messages import GAMES_TOPIC
 from tengen.infra.outbox import spooled_keys
 from tengen.infra.process import marked_processes, stop_marked
 from tengen.loop.layout import DataDir

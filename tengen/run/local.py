@@ -242,9 +242,10 @@ class LocalRun:
     def _prepare_broker(self, bootstrap: str) -> None:
         """A fresh in-memory broker: create the topics, announce the version that serves now, so
         workers that start (or reconnect) learn it from the compacted topic."""
-        from tengen.infra.kafka import ReliableProducer, announce_model, ensure_topics
+        from tengen.infra.kafka import ReliableProducer
+        from tengen.loop.messages import announce_model, ensure_loop_topics
 
-        ensure_topics(bootstrap)
+        ensure_loop_topics(bootstrap)
         version = self.repository.latest_version(self.config.run.model_name)
         if version is None:
             return
