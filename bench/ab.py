@@ -54,7 +54,7 @@ def _arm(name: str, preset: str, env: dict[str, str], seed: int, cpu_seconds: fl
     """One arm, in its own process: the loop until `cpu_seconds` of CPU, then its final net."""
     import torch
 
-    from services.trainer.training import Learner
+    from tengen.train.learner import Learner
     from tengen.config import load_config
     from tengen.data.window import Window
     from tengen.nn.export import export_model
@@ -94,12 +94,12 @@ def _match(preset: str, arms: dict[str, dict[str, str]], a_path: Path, b_path: P
     with its own arm's search settings (a search method is part of how its net plays), the match
     settings (visits, temperature) are the preset's for both."""
     from tengen.config import load_config
-    from tengen.gtp.match import elo_difference, wilson_interval
+    from tengen.gtp.engine_match import elo_difference, wilson_interval
     from tengen.nn.evaluator import make_evaluator
-    from tengen.search.match import MatchRunner, MatchSettings
+    from tengen.search.net_match import MatchRunner, NetMatchSettings
 
     config = load_config(preset, env={})
-    settings = MatchSettings.from_config(config)
+    settings = NetMatchSettings.from_config(config)
     settings.visits = visits
     b_side = 0
     # Test-time search: a net with an optimistic policy head plays with it (KataGo's use of it).

@@ -62,7 +62,7 @@ def _score(model, batch, short_term: bool) -> tuple[dict[str, float], float | No
     difference between its served policy in train and in eval mode (None for other nets)."""
     import torch
 
-    from services.trainer.training import batch_tensors
+    from tengen.train.learner import batch_tensors
     from tengen.nn.loss import compute_loss
 
     with torch.no_grad():
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> dict:
     import numpy as np
     import torch
 
-    from services.trainer.training import Learner
+    from tengen.train.learner import Learner
     from tengen.config import load_config
     from tengen.nn.model import ARCHITECTURES
 

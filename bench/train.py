@@ -1,6 +1,6 @@
 """`tengen bench train`: samples/s of the trainer's full step against the bare net step.
 
-The full step is what the trainer service runs (services.trainer.training.Learner.step): draw a
+The full step is what the trainer service runs (tengen.train.learner.Learner.step): draw a
 uniform batch from an on-disk window with random symmetries, unpack it, move it to the device,
 forward, every loss term, backward, SGD step. The baseline, in the same run with the same net
 and optimizer, repeats forward + loss + backward + SGD step on one batch already on the device.
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> dict:
     import numpy as np
     import torch
 
-    from services.trainer.training import Learner, batch_tensors
+    from tengen.train.learner import Learner, batch_tensors
     from tengen.config import TrainerConfig
     from tengen.data.rows import rows_from_record
     from tengen.data.synthetic import random_game

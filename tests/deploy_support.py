@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from tengen.config import ENV_ALIASES, Config, KafkaConfig, TritonConfig, load_config
+from tengen.config import ENV_ALIASES, PRESET_ENV, Config, KafkaConfig, RatingsConfig, TritonConfig, load_config
 
 REPO = Path(__file__).resolve().parent.parent
 APP_ROOT = PurePosixPath("/app")  # where docker/Dockerfile puts the checkout in the image
@@ -44,8 +44,6 @@ _ENV_READ_PATTERNS = (
     re.compile(r"""environ\.get\(\s*["'](TENGEN_\w+)["']"""),
     re.compile(r"""environ\[\s*["'](TENGEN_\w+)["']\s*\]"""),
     re.compile(r"""getenv\(\s*["'](TENGEN_\w+)["']"""),
-    re.compile(r"""env_default\(\s*["'](TENGEN_\w+)["']"""),
-    re.compile(r"""http_port_env=["'](TENGEN_\w+)["']"""),  # tengen.infra.entrypoint.add_service_arguments
     re.compile(r"""\$\{?(TENGEN_\w+?)(?=[:}\s"'-]|$)""", re.MULTILINE),  # shell scripts
 )
 
@@ -147,8 +145,8 @@ def connections_used(argv: list[str]) -> set[str]:
 
 # -- environment ----------------------------------------------------------------------------------
 def env_names_read() -> set[str]:
-    """Every TENGEN_ variable named literally by the project's code and deployment scripts."""
-    names: set[str] = set(ENV_ALIASES)
+    """Every TENGEN_ variable without a `__` that the configuration or a deployment script reads."""
+    names: set[str] = {*ENV_ALIASES, PRESET_ENV}
     files = [*REPO.glob("tengen/**/*.py"), *REPO.glob("services/**/*.py"),
              *REPO.glob("docker/*.sh"), *REPO.glob("docker/*.py")]
     for path in files:
@@ -175,12 +173,10 @@ def host_port(address: str) -> tuple[str, int]:
 
 def expected_ports() -> dict[str, int]:
     """The port each connection uses by default in the code."""
-    from tengen.ratings.config import DEFAULT_GRPC_PORT
-
     return {
         "kafka": host_port(KafkaConfig().bootstrap)[1],
         "triton": TritonConfig().grpc_port,
-        "ratings": DEFAULT_GRPC_PORT,
+        "ratings": RatingsConfig().grpc_port,
         "database": 5432,
     }
 

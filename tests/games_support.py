@@ -20,7 +20,7 @@ from tengen.data.record_sgf import write_record_sgf
 from tengen.data.synthetic import random_game
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.model import build_model
-from tengen.search.match import MatchGameResult, MatchRunner, MatchSettings
+from tengen.search.net_match import MatchGameResult, MatchRunner, NetMatchSettings
 
 CANDIDATE = "candidate-000000004096"
 OLD_CANDIDATE = "candidate-000000002048"
@@ -40,7 +40,7 @@ def make_games_dir(root: Path) -> Path:
     config = load_config("tiny")
     torch.manual_seed(3)
     net = build_model("b1c16").eval()
-    settings = MatchSettings.from_config(config)
+    settings = NetMatchSettings.from_config(config)
     runner = MatchRunner([TorchEvaluator(net), TorchEvaluator(net)], settings, config.search,
                          games_in_parallel=MATCH_GAMES, seed=11)
     match = MatchFile(root, CANDIDATE)

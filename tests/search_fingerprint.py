@@ -16,7 +16,7 @@ from tengen.go.board import Board
 from tengen.go.planes import ON_BOARD
 from tengen.go.rules import parse_rules
 from tengen.search.mcts import NNCache
-from tengen.search.search import new_tree, run
+from tengen.search.single_search import new_tree, run
 
 
 class ExactEvaluator:

@@ -6,7 +6,6 @@ lives on a named volume shared with whoever reads it."""
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 import re
 from pathlib import Path, PurePosixPath
@@ -35,7 +34,7 @@ from deploy_support import (
     prometheus_targets,
     promql_metric_names,
 )
-from tengen.config import TritonConfig
+from tengen.config import Config, RatingsConfig, TritonConfig
 from tengen.infra.triton import CONFIG_TEMPLATES
 
 COMPOSE = REPO / "docker-compose.yml"
@@ -219,24 +218,23 @@ def healthcheck_port(service: dict[str, Any]) -> int:
 
 
 def test_ports_and_health_checks_agree_with_the_code(compose: dict[str, Any]) -> None:
-    from services.trainer.__main__ import build_parser as trainer_parser
-    from tengen.ratings.config import DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT
+    ratings_grpc, ratings_http = RatingsConfig().grpc_port, RatingsConfig().http_port
 
     services = compose["services"]
-    trainer_port = trainer_parser().parse_args([]).http_port
+    trainer_port = Config().trainer.http_port
     trainer = services["trainer"]
     assert int(trainer["environment"]["TENGEN_TRAINER__HTTP_PORT"]) == trainer_port == healthcheck_port(trainer)
 
     for name, env_name in (("selfplay", "TENGEN_SELFPLAY__HTTP_PORT"), ("gating", "TENGEN_GATING__HTTP_PORT"),
                            ("strength", "TENGEN_STRENGTH__HTTP_PORT")):
-        port = importlib.import_module(f"services.{name}.__main__").build_parser().parse_args([]).http_port
+        port = getattr(Config(), name).http_port
         assert int(services[name]["environment"][env_name]) == port == healthcheck_port(services[name]), name
         assert "ports" not in services[name], f"{name}: only its health check needs its port"
 
     ratings = services["ratings"]
-    assert int(ratings["environment"]["TENGEN_RATINGS__GRPC_PORT"]) == DEFAULT_GRPC_PORT
-    assert int(ratings["environment"]["TENGEN_RATINGS__HTTP_PORT"]) == DEFAULT_HTTP_PORT == healthcheck_port(ratings)
-    assert workload("ratings", ratings).ports == {DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT}
+    assert int(ratings["environment"]["TENGEN_RATINGS__GRPC_PORT"]) == ratings_grpc
+    assert int(ratings["environment"]["TENGEN_RATINGS__HTTP_PORT"]) == ratings_http == healthcheck_port(ratings)
+    assert workload("ratings", ratings).ports == {ratings_grpc, ratings_http}
 
     triton = services["triton"]
     defaults = TritonConfig()

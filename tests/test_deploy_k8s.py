@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import importlib
 import os
 import re
 import subprocess
@@ -41,7 +40,7 @@ from deploy_support import (
     operator_secret,
     tool,
 )
-from tengen.config import TritonConfig
+from tengen.config import Config, RatingsConfig, TritonConfig
 from tengen.infra.triton import CONFIG_TEMPLATES
 
 K8S = REPO / "k8s"
@@ -495,8 +494,7 @@ def test_app_containers_agree_with_the_code(manifests: Manifests) -> None:
 
 
 def test_ports_and_probes_agree_with_the_code(manifests: Manifests) -> None:
-    from services.trainer.__main__ import build_parser as trainer_parser
-    from tengen.ratings.config import DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT
+    ratings_grpc, ratings_http = RatingsConfig().grpc_port, RatingsConfig().http_port
 
     m = manifests
 
@@ -508,15 +506,15 @@ def test_ports_and_probes_agree_with_the_code(manifests: Manifests) -> None:
         return action["path"], named_port(c, action["port"])
 
     trainer = container("StatefulSet", "trainer", "trainer")
-    port = trainer_parser().parse_args([]).http_port
+    port = Config().trainer.http_port
     assert int(workload(m, "trainer").env["TENGEN_TRAINER__HTTP_PORT"]) == port
     assert probe(trainer, "readinessProbe") == probe(trainer, "livenessProbe") == ("/healthz", port)
 
     ratings = container("Deployment", "ratings", "ratings")
     env = workload(m, "ratings").env
-    assert (int(env["TENGEN_RATINGS__GRPC_PORT"]), int(env["TENGEN_RATINGS__HTTP_PORT"])) == (DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT)
-    assert workload(m, "ratings").ports == {DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT}
-    assert probe(ratings, "readinessProbe") == ("/healthz", DEFAULT_HTTP_PORT)
+    assert (int(env["TENGEN_RATINGS__GRPC_PORT"]), int(env["TENGEN_RATINGS__HTTP_PORT"])) == (ratings_grpc, ratings_http)
+    assert workload(m, "ratings").ports == {ratings_grpc, ratings_http}
+    assert probe(ratings, "readinessProbe") == ("/healthz", ratings_http)
 
     # Triton: the ports its entrypoint starts it on, probed on its own health endpoints.
     defaults = TritonConfig()
@@ -530,7 +528,7 @@ def test_ports_and_probes_agree_with_the_code(manifests: Manifests) -> None:
 
     for name, env_name in (("selfplay", "TENGEN_SELFPLAY__HTTP_PORT"), ("gating", "TENGEN_GATING__HTTP_PORT"),
                            ("strength", "TENGEN_STRENGTH__HTTP_PORT")):
-        port = importlib.import_module(f"services.{name}.__main__").build_parser().parse_args([]).http_port
+        port = getattr(Config(), name).http_port
         c = container("Deployment", name, name)
         assert int(workload(m, name).env[env_name]) == port and workload(m, name).ports == {port}
         assert probe(c, "readinessProbe") == probe(c, "livenessProbe") == ("/healthz", port)
@@ -829,15 +827,14 @@ def test_network_policies_allow_exactly_the_connections_the_workloads_make(manif
     assert "trainer" not in sources_of("triton", TritonConfig().grpc_port) | sources_of("triton", TritonConfig().http_port)
     # Strength reports to ratings' gRPC port, reaches nothing else of the namespace (egress), and
     # Prometheus may scrape its /metrics.
-    from tengen.ratings.config import DEFAULT_GRPC_PORT
-
-    assert {(s, n) for c, s, n in needed if c == "strength"} == {("ratings", DEFAULT_GRPC_PORT)}
+    ratings_grpc = RatingsConfig().grpc_port
+    assert {(s, n) for c, s, n in needed if c == "strength"} == {("ratings", ratings_grpc)}
     strength = m.get("Deployment", "strength")
     reachable = {(t["metadata"]["name"], p["containerPort"]) for t in m.pod_owners() for c in containers(t)
                  for p in c.get("ports", [])
                  if egress_allowed(m, strength, Peer.of(t["metadata"]["name"], NAMESPACE, pod_labels(t)),
                                    p["containerPort"], p.get("name"))}
-    assert reachable == {("ratings", DEFAULT_GRPC_PORT)}, f"{m.variant}: strength's egress reaches {sorted(reachable)}"
+    assert reachable == {("ratings", ratings_grpc)}, f"{m.variant}: strength's egress reaches {sorted(reachable)}"
     monitoring = Peer.of("prometheus", "monitoring", {"app.kubernetes.io/name": "prometheus"})
     port = int(workload(m, "strength").env["TENGEN_STRENGTH__HTTP_PORT"])
     assert ingress_allowed(m, monitoring, strength, port, "http")

@@ -44,7 +44,7 @@ from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.export import export_model, sidecar_path
 from tengen.nn.model import InferenceNet, build_model
 from tengen.ratings.store import RatingsStore
-from tengen.search.match import MatchGameResult, MatchRunner, MatchSettings, resigning_color
+from tengen.search.net_match import MatchGameResult, MatchRunner, NetMatchSettings, resigning_color
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = load_config("tiny")
@@ -222,7 +222,7 @@ def test_match_between_one_net_and_itself_is_even() -> None:
     the games, colour pairs share board size and rules, and neither side dominates."""
     torch.manual_seed(3)
     net = build_model("b1c16").eval()
-    settings = MatchSettings.from_config(TINY)
+    settings = NetMatchSettings.from_config(TINY)
     assert (settings.komi, settings.temperature_start, settings.visits) == (7.5, 0.5, TINY.gating.visits)
     runner = MatchRunner([TorchEvaluator(net), TorchEvaluator(net)], settings, TINY.search,
                          games_in_parallel=8, seed=11)
@@ -240,7 +240,7 @@ def test_heuristic_beats_a_random_net_in_process() -> None:
     # 16 games (seeds 1-3 gave 11, 12 and 13 wins with the tiny preset's search); a coin would
     # reach 11 one time in ten.
     runner = MatchRunner([TorchEvaluator(torch.jit.script(Heuristic())), TorchEvaluator(_random_net(1))],
-                         MatchSettings.from_config(TINY), TINY.search, games_in_parallel=16, seed=3)
+                         NetMatchSettings.from_config(TINY), TINY.search, games_in_parallel=16, seed=3)
     wins = sum(r.winner_side() == 0 for r in runner.play(list(range(16))))
     assert wins >= 11
 

@@ -6,7 +6,7 @@ tengen.search.learning_loop), then two statistical checks of the final net:
 (a) it does not pass its games away: in self-play games of the final net, passes are under 10% of
     the moves, not counting each game's last ten moves (every game ends with passes);
 (b) it beats the starting (random) net in at least 70% of 40 games, colours alternating, with
-    gating's match settings (tengen.search.match: komi 7.5, the preset's gating visits), draws
+    gating's match settings (tengen.search.net_match: komi 7.5, the preset's gating visits), draws
     counting half.
 
 Both fail when self-play locks into passing: with 4-visit fast searches (configs/tiny.yaml says
@@ -24,13 +24,13 @@ from typing import Iterator
 import pytest
 import torch
 
-from services.trainer.training import Learner
+from tengen.train.learner import Learner
 from tengen.config import Config, load_config
 from tengen.data.window import Window
-from tengen.gtp.match import wilson_interval
+from tengen.gtp.engine_match import wilson_interval
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.search.learning_loop import LoopResult, learn_in_process, pass_counts
-from tengen.search.match import MatchRunner, MatchSettings
+from tengen.search.net_match import MatchRunner, NetMatchSettings
 from tengen.search.runner import SelfplayRunner
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # the loop runs in the first test's setup
@@ -87,7 +87,7 @@ def test_the_learned_net_does_not_pass_its_games_away(config: Config, loop: Loop
 
 
 def test_the_learned_net_beats_the_random_net(config: Config, loop: LoopResult) -> None:
-    settings = MatchSettings.from_config(config)
+    settings = NetMatchSettings.from_config(config)
     runner = MatchRunner([TorchEvaluator(loop.final_net), TorchEvaluator(loop.start_net)], settings, config.search,
                          games_in_parallel=config.selfplay.games_in_parallel, seed=SEED)
     results = list(runner.play(range(MATCH_GAMES)))

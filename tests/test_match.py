@@ -14,7 +14,7 @@ from tengen.cli import main
 from tengen.go.passalive import final_score, result_string
 from tengen.go.sgf import read_game, replay
 from tengen.gtp.client import CommandFailed, EngineDied, EngineTimeout, GtpClient
-from tengen.gtp.match import EngineSpec, Match, MatchSettings, elo_difference, parse_engine_score, wilson_interval
+from tengen.gtp.engine_match import EngineSpec, Match, EngineMatchSettings, elo_difference, parse_engine_score, wilson_interval
 from tengen.nn.export import export_model
 from tengen.nn.model import build_model
 from tengen.ratings.config import sqlite_url
@@ -167,7 +167,7 @@ def test_misbehaving_engine_forfeits(gnugo: str, tmp_path: Path, flag: str, resu
     script.write_text(MISBEHAVING)
     bad = EngineSpec("bad", f"{sys.executable} {script} {flag}")
     good = EngineSpec("gnugo-l0", f"{gnugo} --mode gtp --level 0")
-    settings = MatchSettings(games=2, size=9, move_timeout=1.0, sgf_dir=tmp_path)
+    settings = EngineMatchSettings(games=2, size=9, move_timeout=1.0, sgf_dir=tmp_path)
     summary = Match(bad, good, settings).run()
     assert [(o.result, o.reason) for o in summary.outcomes] == [
         (f"W+{result_suffix}", reason), (f"B+{result_suffix}", reason)
@@ -181,7 +181,7 @@ def test_misbehaving_engine_forfeits(gnugo: str, tmp_path: Path, flag: str, resu
 
 
 def test_engine_that_cannot_start_forfeits(gnugo: str, tmp_path: Path) -> None:
-    settings = MatchSettings(games=1, size=9)
+    settings = EngineMatchSettings(games=1, size=9)
     summary = Match(EngineSpec("gone", "true"), EngineSpec("gnugo", f"{gnugo} --mode gtp"), settings).run()
     assert [(o.result, o.reason, o.moves) for o in summary.outcomes] == [("W+F", "engine failed to start", 0)]
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from nn_support import batch
-from services.trainer.training import Learner
+from tengen.train.learner import Learner
 from tengen.config import ConfigError, load_config
 from tengen.data.window import Window
 from tengen.nn.evaluator import make_evaluator

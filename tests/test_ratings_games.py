@@ -30,7 +30,7 @@ from tengen.go.rules import parse_rules
 from tengen.go.sgf import SgfGame, iter_boards, read_game, replay
 from tengen.ratings.book import FitSummary, History, Leaderboard, RatingRow, RatingsBook
 from tengen.ratings.store import RatingsStore
-from tengen.search.match import MatchGameResult
+from tengen.search.net_match import MatchGameResult
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The Cython MCTS core (tengen.search.mcts) and the result reading of tengen.search.search."""
+"""The Cython MCTS core (tengen.search.mcts) and the result reading of tengen.search.single_search."""
 from __future__ import annotations
 
 import math
@@ -12,7 +12,7 @@ from tengen.go.board import WHITE, Board
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, PREV_PASS_1
 from tengen.search.mcts import (NNCache, Tree, backup_batch, dirichlet_alphas, expected_atan, select_batch,
                                 symmetry_index)
-from tengen.search.search import prune_visits, read_result, run
+from tengen.search.single_search import prune_visits, read_result, run
 
 # Black to move on 7x7. Two chains in a semeai: Black's (row 2) has one liberty at the right
 # end, White's (row 3) one at the left end (0, 3), shared by nobody. Capturing at (0, 3) (move

@@ -18,7 +18,7 @@ from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
 from tengen.proto import game_pb2
 from tengen.search.mcts import NNCache, Tree
 from tengen.search.runner import SelfplayRunner
-from tengen.search.search import new_tree
+from tengen.search.single_search import new_tree
 from tengen.search.selfplay import (
     SelfPlayGame, SelfplaySettings, lopsided_factor, max_handicap, move_temperature, policy_surprise,
     sample_by_visits,

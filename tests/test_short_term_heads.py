@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from services.trainer.training import Learner
+from tengen.train.learner import Learner
 from tengen.config import load_config
 from tengen.data.window import Window
 from tengen.nn.evaluator import TorchEvaluator

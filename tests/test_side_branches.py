@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from services.trainer.training import batch_tensors
+from tengen.train.learner import batch_tensors
 from tengen.data.rows import RecordError, row_count, rows_from_record, validate
 from tengen.data.synthetic import random_game
 from tengen.data.window import Window

@@ -12,7 +12,7 @@ from tengen.config import SearchConfig
 from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
 from tengen.search.mcts import NNCache, Tree
-from tengen.search.search import new_tree, run
+from tengen.search.single_search import new_tree, run
 
 from test_search import SEMEAI, Hashed, random_position
 

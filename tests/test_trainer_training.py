@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from services.trainer.training import Learner, SwaAverager, learning_rate
+from tengen.train.learner import Learner, SwaAverager, learning_rate
 from tengen.config import TrainerConfig, load_config
 from tengen.data.window import Window
 from tengen.nn.loss import LOSS_TERMS
@@ -260,7 +260,7 @@ def test_a_few_poisoned_rows_leave_the_net_finite_and_learning(tmp_path: Path) -
 
 
 def test_a_non_finite_net_is_never_saved_or_averaged(filled_window: Window, tmp_path: Path) -> None:
-    from services.trainer.training import NonFiniteError
+    from tengen.train.learner import NonFiniteError
 
     torch.manual_seed(0)
     learner = Learner(tiny_config(snapshot_every=16, candidate_every=16), filled_window, seed=3)

@@ -16,7 +16,7 @@ to CANDIDATE_SCAN records at a time, decided in order). For each candidate:
 4. Load the candidate into Triton as a version of `<model>-candidate` in the same repository
    (written atomically, loaded, checked to answer like the export; older candidate versions are
    removed from disk first so the model keeps at most two).
-5. Play the match (tengen.search.match: Appendix D settings, both colours equally, batched through
+5. Play the match (tengen.search.net_match: Appendix D settings, both colours equally, batched through
    the self-play runner, one TritonEvaluator per side), each finished game appended and fsynced to
    `matches/<candidate>.jsonl` with a progress line; stop once decided (services.gating.decision).
 6. On a pass, promote through exactly `tengen models promote`'s hot swap
@@ -58,7 +58,7 @@ from services.gating.decision import Score, Verdict, decide
 from services.gating.ledger import DecisionLog, MatchFile, check_candidate_name
 from tengen.config import Config
 from tengen.loop.messages import CandidateAnnouncement, candidate_player, version_player, wait_for_loop_topics
-from tengen.gtp.match import Reporter, ratings_reporter
+from tengen.gtp.engine_match import Reporter, ratings_reporter
 from tengen.infra.health import HealthServer
 from tengen.infra.kafka import Backoff, GroupConsumer, KafkaAdapterError, ReliableProducer
 from tengen.loop.messages import CANDIDATES_TOPIC, latest_model_version
@@ -68,7 +68,7 @@ from tengen.loop.layout import DataDir
 from tengen.nn.export import export_samples, sidecar_path
 from tengen.ratings.records import GameReport, PlayerInfo, RatingsError
 from tengen.run.bootstrap import model_config
-from tengen.search.match import MatchGameResult, MatchRunner, MatchSettings
+from tengen.search.net_match import MatchGameResult, MatchRunner, NetMatchSettings
 
 log = logging.getLogger("services.gating")
 
@@ -117,7 +117,7 @@ class GatingService:
         self.url = config.triton.url
         self.served = ModelServer(self.repository, self.url, self.model, TRITON_TIMEOUT_S)
         self.candidate_server = ModelServer(self.repository, self.url, self.candidate_model, TRITON_TIMEOUT_S)
-        self.settings = MatchSettings.from_config(config)
+        self.settings = NetMatchSettings.from_config(config)
         self.decisions = DecisionLog(self.data_dir)
         self.http_port = http_port
         self.group_id = group_id

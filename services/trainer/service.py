@@ -1,7 +1,7 @@
 """The trainer service: one loop that ingests games from Kafka and trains on the window.
 
 Each turn of the loop polls `tengen.games` (without waiting while there is training to do),
-ingests what came (services.trainer.ingest: validate, dead-letter, dedupe, durable append, then
+ingests what came (tengen.train.ingest: validate, dead-letter, dedupe, durable append, then
 commit), and runs SGD steps for up to `train_slice_s`. Training keeps to about
 `samples_per_row` samples per row ever appended, so it never runs far ahead of self-play.
 
@@ -17,7 +17,7 @@ Files under `<data_dir>/`: `trainer/window/` (tengen.data.window), `trainer/chec
 HTTP on `http_port`: `/healthz` (200 while the loop turns and trains on finite losses) and
 `/metrics` (Prometheus).
 
-A training step with a non-finite loss or gradient is skipped (services.trainer.training); after
+A training step with a non-finite loss or gradient is skipped (tengen.train.learner); after
 NONFINITE_STREAK_RED of them in a row /healthz turns red, since the window then holds rows that
 poison most batches. Weights that went non-finite anyway are never saved: the trainer goes back to
 its last checkpoint.
@@ -31,8 +31,8 @@ import time
 import torch
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from services.trainer.ingest import IngestStats, ingest
-from services.trainer.training import Learner, NonFiniteError
+from tengen.train.ingest import IngestStats, ingest
+from tengen.train.learner import Learner, NonFiniteError
 from tengen.config import Config
 from tengen.loop.messages import CandidateAnnouncement, wait_for_loop_topics
 from tengen.data.window import Window

@@ -52,7 +52,7 @@ def engine_command(args: argparse.Namespace) -> str:
 
 
 def _gnugo(args: argparse.Namespace) -> int:
-    from tengen.gtp.match import EngineSpec
+    from tengen.gtp.engine_match import EngineSpec
 
     gnugo = find_gnugo(args.gnugo)
     if gnugo is None:

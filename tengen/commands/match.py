@@ -4,7 +4,7 @@
         --games 20 --size 9 --komi 7 --sgf-dir games/
 
 Colours alternate (the --black engine has Black in games 1, 3, ...). Tengen's rules engine
-referees and scores; see tengen.gtp.match. Results go to ratings: the service at --ratings
+referees and scores; see tengen.gtp.engine_match. Results go to ratings: the service at --ratings
 ($TENGEN_RATINGS_URL), else the data dir's own store (--data-dir, $TENGEN_DATA_DIR); --no-ratings
 keeps them out. The summary ends with a JSON line.
 """
@@ -72,7 +72,7 @@ def add_game_arguments(parser: argparse.ArgumentParser, default_games: int) -> N
 
 
 def make_reporter(args: argparse.Namespace) -> Any:
-    from tengen.gtp.match import ServiceReporter, StoreReporter
+    from tengen.gtp.engine_match import ServiceReporter, StoreReporter
     from tengen.config import environment_config
     from tengen.ratings.config import client_token, fill_from_config, store_url
 
@@ -87,10 +87,10 @@ def make_reporter(args: argparse.Namespace) -> Any:
 def play_match(args: argparse.Namespace, a: Any, b: Any, source: str) -> int:
     """Run the match between EngineSpecs a and b with the shared arguments; prints progress and
     the summary; exit code 1 when games could not be reported, 128 + N when signal N stopped it."""
-    from tengen.gtp.match import GameOutcome, Match, MatchSettings
+    from tengen.gtp.engine_match import GameOutcome, Match, EngineMatchSettings
     from tengen.infra.process import Interrupted, exit_on_signals
 
-    settings = MatchSettings(
+    settings = EngineMatchSettings(
         games=args.games, size=args.size, komi=args.komi, rules=args.rules, max_moves=args.max_moves,
         move_timeout=args.move_timeout, sgf_dir=args.sgf_dir, source=source,
     )
@@ -131,7 +131,7 @@ def default_name(command: str) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tengen.gtp.match import EngineSpec
+    from tengen.gtp.engine_match import EngineSpec
 
     a_name = args.black_name or default_name(args.black)
     b_name = args.white_name or default_name(args.white)

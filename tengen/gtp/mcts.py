@@ -38,7 +38,7 @@ from tengen.gtp.analysis import (
 )
 from tengen.nn.evaluator import Evaluator
 from tengen.search.mcts import NNCache
-from tengen.search.search import new_tree
+from tengen.search.single_search import new_tree
 
 MAX_PV = 12  # moves of a principal variation
 

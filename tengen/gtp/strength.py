@@ -23,7 +23,7 @@ from typing import Any, Callable
 from tengen.config import StrengthConfig
 from tengen.go.rules import KATAGO
 from tengen.gtp.gnugo import anchor_name, gnugo_command, model_command
-from tengen.gtp.match import EngineSpec, GameOutcome, Match, MatchSettings, Reporter
+from tengen.gtp.engine_match import EngineSpec, GameOutcome, Match, EngineMatchSettings, Reporter
 from tengen.loop.layout import DataDir
 from tengen.nn.export import export_samples
 from tengen.loop.messages import version_player
@@ -115,7 +115,7 @@ def measure_version(
         if stop is not None and stop.is_set():
             break
         opponent = anchor_name(level)
-        settings = MatchSettings(games=config.games, size=config.board_size, komi=config.komi, rules=KATAGO,
+        settings = EngineMatchSettings(games=config.games, size=config.board_size, komi=config.komi, rules=KATAGO,
                                  sgf_dir=DataDir(data_dir).strength_sgf_version(version), source="strength")
         match = Match(ours, EngineSpec(opponent, gnugo_command(gnugo, level), "anchor"), settings, reporter,
                       match_id=f"v{version}-l{level}-{time.strftime('%Y%m%d-%H%M%S')}", on_game=on_game)

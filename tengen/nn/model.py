@@ -573,7 +573,7 @@ class KataGoNet(nn.Module):
         self.value_head = ValueHead(arch)
         self.score_belief_head = ScoreBeliefHead(arch)
         # Registered last, so its parameters come last: a checkpoint saved before it existed keeps
-        # its optimizer's parameter ids (services.trainer.training adds it fresh).
+        # its optimizer's parameter ids (tengen.train.learner adds it fresh).
         self.soft_policy_head = AuxiliaryPolicyHead(arch)
         self.komi_index = KOMI
         self.one_batch_norm = arch.nested
@@ -585,7 +585,7 @@ class KataGoNet(nn.Module):
                     nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
         # Registered last (after bn_heads, whose own short-term and optimistic heads are its last
         # modules), so that these parameters are the net's last ones: a checkpoint saved without them
-        # keeps its optimizer's parameter ids (services.trainer.training adds them fresh).
+        # keeps its optimizer's parameter ids (tengen.train.learner adds them fresh).
         self.short_term_head = make_short_term_head(arch, short_term)
         self.optimistic_policy_head = make_optimistic_policy_head(arch, optimistic_policy)
 

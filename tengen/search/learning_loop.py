@@ -4,7 +4,7 @@ candidate -> self-play, every candidate taking over self-play at once (no gating
 It is the same data flow as the distributed loop (DESIGN.md) with the same pieces: the self-play
 runner (tengen.search.runner) on an in-process TorchEvaluator instead of Triton, each finished
 GameRecord replayed into rows (tengen.data.rows) and appended to a window (tengen.data.window)
-instead of going through Kafka, and a learner (the trainer's services.trainer.training.Learner,
+instead of going through Kafka, and a learner (the trainer's tengen.train.learner.Learner,
 passed in: the library does not import services) that trains on the window and makes SWA
 candidates. It exists for tests and diagnosis of what the loop learns at a preset, e.g. whether
 self-play locks into a passing equilibrium (`pass_counts`).
@@ -34,7 +34,7 @@ from tengen.search.runner import SelfplayRunner
 
 
 class Learner(Protocol):
-    """What the loop needs of services.trainer.training.Learner."""
+    """What the loop needs of tengen.train.learner.Learner."""
 
     window: Window
     model: KataGoNet

@@ -13,7 +13,7 @@ that also has `infer(spatial, globals)` returning an object with `.outputs` and 
 positions.
 
 `BatchedRunner` is that loop for any game generator; it also drives games between two nets
-(tengen.search.match: one tree per side, each side's leaves batched for its own evaluator).
+(tengen.search.net_match: one tree per side, each side's leaves batched for its own evaluator).
 `SelfplayRunner` plays SelfPlayGames with one evaluator.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
 from tengen.nn.evaluator import Evaluator
 from tengen.proto import game_pb2
 from tengen.search.mcts import NNCache, Tree, backup_batch, select_batch
-from tengen.search.search import new_tree
+from tengen.search.single_search import new_tree
 from tengen.search.selfplay import GameSteps, SelfPlayGame, SelfplaySettings
 
 

@@ -56,7 +56,7 @@ from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.rules import Rules
 from tengen.proto import game_pb2
 from tengen.search.mcts import Tree
-from tengen.search.search import SearchResult, read_result
+from tengen.search.single_search import SearchResult, read_result
 
 # One yield of the game generator: "run the search that is set up on my tree".
 GameSteps = Generator[None, None, game_pb2.GameRecord]

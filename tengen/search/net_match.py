@@ -30,7 +30,7 @@ from tengen.go.board import BLACK, WHITE, Board
 from tengen.nn.evaluator import Evaluator
 from tengen.search.mcts import NNCache, Tree
 from tengen.search.runner import BatchedRunner, Slot, per_evaluator
-from tengen.search.search import read_result
+from tengen.search.single_search import read_result
 from tengen.search.selfplay import move_temperature, random_rules, sample_by_visits
 
 # How a match game ended.
@@ -41,7 +41,7 @@ END_MOVE_CAP = "move cap"
 
 
 @dataclass
-class MatchSettings:
+class NetMatchSettings:
     board_sizes: list[int] = field(default_factory=lambda: [9])
     board_size_weights: list[float] = field(default_factory=lambda: [1.0])
     komi: float = 7.5
@@ -53,7 +53,7 @@ class MatchSettings:
     max_moves_factor: float = 3.0
 
     @classmethod
-    def from_config(cls, config: Config) -> "MatchSettings":
+    def from_config(cls, config: Config) -> "NetMatchSettings":
         game, gating = config.game, config.gating
         return cls(board_sizes=list(game.board_sizes), board_size_weights=list(game.board_size_weights),
                    komi=gating.komi, visits=gating.visits, temperature_start=gating.temperature,
@@ -129,7 +129,7 @@ def resigning_color(black_winrates: Sequence[float], turns: int, threshold: floa
 class MatchGame:
     """One game of a match; `play()` is the generator described in the module docstring."""
 
-    def __init__(self, trees: Sequence[Tree], settings: MatchSettings, index: int, seed: int = 0) -> None:
+    def __init__(self, trees: Sequence[Tree], settings: NetMatchSettings, index: int, seed: int = 0) -> None:
         if len(trees) != 2:
             raise ValueError(f"a match game needs one tree per side, got {len(trees)}")
         if not settings.board_sizes or len(settings.board_sizes) != len(settings.board_size_weights):
@@ -205,7 +205,7 @@ class MatchRunner(BatchedRunner):
     """Plays match games between evaluators[0] and evaluators[1], `games_in_parallel` at a time,
     through the self-play runner's batched loop; `play(indices)` yields MatchGameResults."""
 
-    def __init__(self, evaluators: Sequence[Evaluator], settings: MatchSettings,
+    def __init__(self, evaluators: Sequence[Evaluator], settings: NetMatchSettings,
                  search: SearchConfig | Sequence[SearchConfig], *, games_in_parallel: int = 16,
                  leaves_per_game: int = 1, seed: int = 0) -> None:
         """`search`: the search settings of both sides, or one per evaluator (an A/B of a search

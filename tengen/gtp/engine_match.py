@@ -59,7 +59,7 @@ class EngineSpec:
 
 
 @dataclass
-class MatchSettings:
+class EngineMatchSettings:
     games: int
     size: int = 9
     komi: float = 7.5
@@ -246,7 +246,7 @@ class Match:
         self,
         a: EngineSpec,
         b: EngineSpec,
-        settings: MatchSettings,
+        settings: EngineMatchSettings,
         reporter: Reporter | None = None,
         match_id: str | None = None,
         on_game: Callable[[GameOutcome], None] | None = None,
