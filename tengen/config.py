@@ -1,6 +1,6 @@
 """Configuration: one YAML preset plus `TENGEN_...` environment overrides, validated at start.
 
-A preset is a file in `configs/` (`tiny`, `cpu`, `cpu7`, `paper`) or any YAML path. Every value lives in a
+A preset is a file in `tengen/configs/` (`tiny`, `cpu`, `cpu7`, `paper`) or any YAML path. Every value lives in a
 typed section dataclass below; unknown keys, wrong types and out-of-range values are errors that
 name the key, so a typo never silently falls back to a default.
 
@@ -24,7 +24,7 @@ import yaml
 
 from tengen.data.rows import MAX_MOVES_FACTOR
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # the presets, package data
 PRESETS = ("tiny", "cpu", "cpu7", "paper")
 
 
@@ -61,13 +61,13 @@ class SearchConfig:
     # Root policy temperature of noised searches, plus a boost at the first move that halves every
     # B turns (B the board's side); KataGo's later runs use 1.1 + 0.15 (1.25 at the start) and shaped
     # Dirichlet noise (tengen.search.mcts), as the 7x7 presets and paper do (their cpu7 A/B won;
-    # configs/cpu.yaml says why 9x9 keeps them off).
+    # tengen/configs/cpu.yaml says why 9x9 keeps them off).
     root_policy_temperature: float = 1.03
     root_policy_temperature_boost: float = 0.0
     shaped_noise: bool = False
     # Every net evaluation in search under a random symmetry of the board, and NN cache hits for
     # positions that are rotations or mirror images of cached ones (tengen.search.mcts). On in the 7x7
-    # presets and paper (its cpu7 A/B won, configs/cpu7.yaml); the bare engine default stays off.
+    # presets and paper (its cpu7 A/B won, tengen/configs/cpu7.yaml); the bare engine default stays off.
     random_symmetry: bool = False
     # The root's ending bias (paper 6.2.3; KataGo 0.5): moves into surely owned areas look this many
     # points worse, so games end sooner; 0 = off (tengen.search.mcts), as its cpu7 A/B (0.415) left it.
@@ -111,7 +111,7 @@ class SelfplayConfig:
     sgf_sample_rate: float = 0.05  # fraction of games also written as SGF
     # Policy surprise weighting (tengen.search.selfplay): records carry each full search's policy
     # surprise and the window gets surprising positions more often, the game's total kept. Off: it
-    # lost its A/B on this box (configs/cpu.yaml); on in the paper preset.
+    # lost its A/B on this box (tengen/configs/cpu.yaml); on in the paper preset.
     surprise_weighting: bool = False
 
 
@@ -221,7 +221,7 @@ class TritonConfig:
     metrics_port: int = 8002
     # Model instances of the served model, each computing with `threads` threads (torch's or
     # OpenVINO's): with two batches in flight from self-play, two one-thread instances keep two
-    # cores computing. See configs/cpu.yaml.
+    # cores computing. See tengen/configs/cpu.yaml.
     instances: int = 1
     threads: int = 1
     # The dynamic batcher: the largest batch, the batch sizes it waits for (empty: any), how long it
@@ -266,6 +266,19 @@ ENV_ALIASES = {
 }
 
 
+# Names read before 2026-11-29 by the services themselves, now settings of the preset: a deployment
+# that still sets one is stopped with the name to use (it would otherwise lose the setting quietly).
+RETIRED_ENV = {
+    **{f"TENGEN_{s.upper()}_HTTP_PORT": f"TENGEN_{s.upper()}__HTTP_PORT"
+       for s in ("trainer", "selfplay", "gating", "strength", "ratings")},
+    **{f"TENGEN_RATINGS_{k}": f"TENGEN_RATINGS__{k}"
+       for k in ("GRPC_PORT", "HOST", "PRIOR_DRAWS", "ANCHOR", "MAX_BATCH", "GAMES_DIR", "CONNECT_ATTEMPTS")},
+    "TENGEN_TRAINER_DEVICE": "TENGEN_TRAINER__DEVICE",
+    "TENGEN_SELFPLAY_WORKER_ID": "TENGEN_SELFPLAY__WORKER_ID",
+    "TENGEN_MODEL_BACKEND": "TENGEN_TRITON__BACKEND",
+}
+
+
 def default_preset(env: Mapping[str, str] | None = None) -> str:
     """The preset of a service or command started without --preset: $TENGEN_PRESET, else cpu."""
     env = os.environ if env is None else env
@@ -296,6 +309,8 @@ def load_config(preset: str | os.PathLike = "cpu", env: Mapping[str, str] | None
         for key, value in values.items():
             _set(config, section, key, value, source=str(path))
     for name, value in env.items():
+        if name in RETIRED_ENV:
+            raise ConfigError(f"{name} is no longer read: set {RETIRED_ENV[name]} instead")
         if name in ENV_ALIASES:
             section, key = ENV_ALIASES[name]
         elif name.startswith("TENGEN_") and "__" in name:

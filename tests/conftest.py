@@ -48,7 +48,7 @@ def gnugo() -> str:
 @pytest.fixture(scope="session")
 def leelaz() -> str:
     """Leela Zero's path, installed with the Makefile's target when it is missing."""
-    from bench.nn import find_leelaz
+    from tengen.bench.nn import find_leelaz
 
     if find_leelaz(None) is None:
         subprocess.run(["make", "-C", str(Path(__file__).resolve().parent.parent), "leelaz"], check=True)

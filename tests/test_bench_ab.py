@@ -31,7 +31,7 @@ def test_bench_ab_runs_both_arms_and_their_match(tmp_path: Path) -> None:
 def test_each_net_searches_with_its_own_arms_settings_in_the_match(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A search method is part of how its net plays: B's trees get B's search settings, A's A's."""
-    import bench.ab
+    import tengen.bench.ab
     import tengen.search.net_match
     from tengen.nn.export import export_model
     from tengen.nn.model import build_model
@@ -47,7 +47,7 @@ def test_each_net_searches_with_its_own_arms_settings_in_the_match(tmp_path: Pat
 
     monkeypatch.setattr(tengen.search.net_match, "MatchRunner", Recording)
     arms = {"A": {"TENGEN_SEARCH__CPUCT": "0.7"}, "B": {"TENGEN_SEARCH__CPUCT": "2.5"}}
-    result = bench.ab._match("tiny", arms, tmp_path / "A.pt", tmp_path / "B.pt", games=2, visits=4, seed=1)
+    result = tengen.bench.ab._match("tiny", arms, tmp_path / "A.pt", tmp_path / "B.pt", games=2, visits=4, seed=1)
     assert result["games"] == 2
     slot = built[0]._halves[0].slots[0]
     assert [tree.cpuct for tree in slot.trees] == [2.5, 0.7]  # evaluator 0 is B's net, 1 is A's

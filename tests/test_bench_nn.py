@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def test_leelaz_weights_have_the_layout_of_a_6x96_net(tmp_path: Path) -> None:
-    from bench.nn import write_leelaz_weights
+    from tengen.bench.nn import write_leelaz_weights
 
     path = tmp_path / "w.txt"
     write_leelaz_weights(path, blocks=6, channels=96, seed=1)
@@ -26,7 +26,7 @@ def test_leelaz_weights_have_the_layout_of_a_6x96_net(tmp_path: Path) -> None:
 
 
 def test_leelaz_reads_the_weights_and_reports_its_rate(leelaz: str, tmp_path: Path) -> None:
-    from bench.nn import LeelaZero, write_leelaz_weights
+    from tengen.bench.nn import LeelaZero, write_leelaz_weights
 
     weights = tmp_path / "w.txt"
     write_leelaz_weights(weights, blocks=1, channels=16, seed=1)

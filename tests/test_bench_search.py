@@ -1,6 +1,6 @@
 """`tengen bench mcts` and `tengen bench selfplay` run their measurements and end with JSON figures;
-the Python baseline searches of bench/mcts.py are proper PUCT searches, and the pure-Python one
-plays real Go (bench/pygo.py's board and features agree with the compiled engine's)."""
+the Python baseline searches of tengen/bench/mcts.py are proper PUCT searches, and the pure-Python one
+plays real Go (tengen/bench/pygo.py's board and features agree with the compiled engine's)."""
 from __future__ import annotations
 
 import json
@@ -10,9 +10,9 @@ import sys
 
 import numpy as np
 
-from bench.mcts import _positions, _PythonSearch
-from bench.pygo import PyBoard
-from bench.pygo import encode as py_encode
+from tengen.bench.mcts import _positions, _PythonSearch
+from tengen.bench.pygo import PyBoard
+from tengen.bench.pygo import encode as py_encode
 from tengen.go import planes
 from tengen.go.board import Board
 from tengen.go.features import encode

@@ -123,12 +123,12 @@ def test_every_command_errors_in_one_line(tmp_path: Path) -> None:
 
 def test_an_unexpected_exception_names_its_type_and_leaves_its_traceback_in_a_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import bench.features
+    import tengen.bench.features
 
     def crash(args: object) -> dict:
         return {"rate": 1 / 0}
 
-    monkeypatch.setattr(bench.features, "run", crash)
+    monkeypatch.setattr(tengen.bench.features, "run", crash)
     monkeypatch.setattr(tengen.commands.bench, "exit_on_signals", lambda: None)  # keep pytest's handlers
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     assert main(["bench", "features", "--seconds", "1"]) == 1

@@ -97,3 +97,43 @@ def test_placeholder_secrets_are_refused_at_start(which: str) -> None:
     assert main(["--token", secrets[f"{which} token"], "--grpc-port", "0", "--http-port", "0"]) == 2
     # Real secrets pass.
     assert load_config("cpu", env={"TENGEN_RATINGS_TOKEN": "k2v9-not-a-placeholder"}).ratings.token
+
+
+def test_one_configuration_for_every_setting() -> None:
+    """The preset comes from $TENGEN_PRESET without a flag; per-process and ratings settings are
+    preset keys like any other; what the environment set is known by name; retired names stop the
+    start with the name to use."""
+    from tengen.config import environment_config
+
+    config = environment_config({"TENGEN_PRESET": "tiny", "TENGEN_TRAINER__HTTP_PORT": "9071",
+                                 "TENGEN_RATINGS__PRIOR_DRAWS": "3.5", "TENGEN_KAFKA_BOOTSTRAP": "kafka:9092",
+                                 "TENGEN_SELFPLAY__WORKER_ID": "w7", "TENGEN_TRITON__BACKEND": "onnxruntime"})
+    assert config.preset == "tiny" and config.trainer.http_port == 9071 and config.ratings.prior_draws == 3.5
+    assert (config.selfplay.worker_id, config.triton.backend) == ("w7", "onnxruntime")
+    assert config.from_env == {"trainer.http_port", "ratings.prior_draws", "kafka.bootstrap", "selfplay.worker_id",
+                               "triton.backend"}
+    assert environment_config({}).preset == "cpu" and environment_config({}).from_env == set()
+    with pytest.raises(ConfigError, match="TENGEN_TRAINER_HTTP_PORT is no longer read: set TENGEN_TRAINER__HTTP_PORT"):
+        load_config("tiny", env={"TENGEN_TRAINER_HTTP_PORT": "9071"})
+    with pytest.raises(ConfigError, match="TENGEN_MODEL_BACKEND is no longer read: set TENGEN_TRITON__BACKEND"):
+        load_config("tiny", env={"TENGEN_MODEL_BACKEND": "python"})
+    for env, fragment in (({"TENGEN_TRITON__BACKEND": "tensorflow"}, "triton.backend must be one of"),
+                          ({"TENGEN_RATINGS__PRIOR_DRAWS": "0"}, "ratings.prior_draws must be a positive"),
+                          ({"TENGEN_GATING__HTTP_PORT": "70000"}, "gating.http_port must be a port")):
+        with pytest.raises(ConfigError, match=fragment):
+            load_config("tiny", env=env)
+
+
+def test_ratings_flags_left_out_take_the_configured_values(tmp_path: Path) -> None:
+    import argparse
+
+    from tengen.ratings.config import add_store_arguments, fill_from_config
+
+    parser = argparse.ArgumentParser()
+    add_store_arguments(parser)
+    config = load_config("tiny", env={"TENGEN_DATA_DIR": str(tmp_path), "TENGEN_RATINGS__ANCHOR": "gnugo-l1",
+                                      "TENGEN_RATINGS__MAX_BATCH": "50"})
+    args = parser.parse_args(["--prior-draws", "4"])
+    fill_from_config(args, config)
+    assert (args.data_dir, args.prior_draws, args.anchor, args.max_batch) == (tmp_path, 4.0, "gnugo-l1", 50)
+    assert args.database_url is None  # not configured: the data dir's SQLite file

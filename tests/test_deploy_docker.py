@@ -129,7 +129,7 @@ def test_dockerignore_keeps_local_state_out() -> None:
     for path in (".venv/bin/python", "tengen-data/models/tengen/1/model.pt", "build/tmp/x.o", ".git/HEAD",
                  "tengen/go/board.c", "tengen/go/board.cpython-311-x86_64-linux-gnu.so", ".env"):
         assert ignored(path, patterns), f"{path} would be sent to the docker build context"
-    for path in ("tengen/go/board.pyx", "services/inference/model.py", "configs/cpu.yaml", "pyproject.toml"):
+    for path in ("tengen/go/board.pyx", "services/inference/model.py", "tengen/configs/cpu.yaml", "pyproject.toml"):
         assert not ignored(path, patterns), f"{path} is needed by the image build but ignored"
 
 

@@ -52,7 +52,7 @@ def test_no_other_module_spells_a_data_dir_path() -> None:
     joined = r"models|triton|candidates|trainer|window|tensorboard|sgf|selfplay|outbox|gating|matches|strength|logs"
     spelled = re.compile(rf'''["']({files})["']|/\s*f?["']({joined})["'/]''')
     found = []
-    for root in ("tengen", "services", "bench"):
+    for root in ("tengen", "services"):
         for path in (REPO / root).rglob("*.py"):
             if path == REPO / "tengen/loop/layout.py":
                 continue

@@ -9,7 +9,7 @@ tengen.search.learning_loop), then two statistical checks of the final net:
     gating's match settings (tengen.search.net_match: komi 7.5, the preset's gating visits), draws
     counting half.
 
-Both fail when self-play locks into passing: with 4-visit fast searches (configs/tiny.yaml says
+Both fail when self-play locks into passing: with 4-visit fast searches (tengen/configs/tiny.yaml says
 why the preset has none now) White came to pass 80% of its moves, Black won ~90% of the games, and
 the nets lost to the random net (15-26 of 40).
 

@@ -230,7 +230,7 @@ def test_bad_arguments_are_refused() -> None:
 def test_benchmark_runs_and_both_fits_agree(capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from bench import ratings as bench
+    from tengen.bench import ratings as bench
 
     figures = bench.run(argparse.Namespace(versions=30, games=60, seed=2, seconds=0.05))
     assert "speed-up" in capsys.readouterr().out

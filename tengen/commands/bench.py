@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     benches = parser.add_subparsers(dest="bench", metavar="NAME", required=True)
     for name in BENCHMARKS:
-        module = importlib.import_module(f"bench.{name}")
+        module = importlib.import_module(f"tengen.bench.{name}")
         sub = benches.add_parser(name, help=module.DESCRIPTION, description=module.DESCRIPTION)
         sub.add_argument("--seconds", type=positive_float, default=10.0, help="time budget (default 10)")
         if hasattr(module, "add_arguments"):

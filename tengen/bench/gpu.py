@@ -122,7 +122,7 @@ def _round(evaluate: Evaluate, spatial: np.ndarray, global_inputs: np.ndarray, s
 def run(args: argparse.Namespace) -> dict:
     import torch
 
-    from bench.nn import random_inputs
+    from tengen.bench.nn import random_inputs
     from tengen.infra.promotion import softmax
     from tengen.nn.export import export_model
     from tengen.nn.model import ARCHITECTURES, build_model

@@ -18,7 +18,7 @@ import random
 
 import numpy as np
 
-from bench.features import numpy_stone_planes
+from tengen.bench.features import numpy_stone_planes
 from tengen.go import planes
 
 EMPTY, BLACK, WHITE = 0, 1, 2

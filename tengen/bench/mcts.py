@@ -132,8 +132,8 @@ class _PythonSearch:
         from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, PASS_ALIVE_OPP, PASS_ALIVE_OWN
 
         if pure:
-            from bench import pygo as rules
-            from bench.pygo import encode
+            from tengen.bench import pygo as rules
+            from tengen.bench.pygo import encode
         else:
             from tengen.go import passalive as rules
             from tengen.go.features import encode
@@ -226,7 +226,7 @@ class _PythonRunner:
     with `pure` on bench/pygo.py's. A search stops at its visits or after `slice_seconds`."""
 
     def __init__(self, positions: list, visits: int, pure: bool, slice_seconds: float = math.inf) -> None:
-        from bench.pygo import PyBoard
+        from tengen.bench.pygo import PyBoard
 
         self.boards = [PyBoard.from_board(board) for board in positions] if pure else positions
         self.search = _PythonSearch(positions[0].x_size, pure=pure)
