@@ -58,7 +58,6 @@ from services.gating.decision import Score, Verdict, decide
 from services.gating.ledger import DecisionLog, MatchFile, check_candidate_name
 from tengen.config import Config
 from tengen.loop.messages import CandidateAnnouncement, candidate_player, version_player, wait_for_loop_topics
-from tengen.gtp.engine_match import Reporter, ratings_reporter
 from tengen.infra.health import HealthServer
 from tengen.infra.kafka import Backoff, GroupConsumer, KafkaAdapterError, ReliableProducer
 from tengen.loop.messages import CANDIDATES_TOPIC, latest_model_version
@@ -67,6 +66,7 @@ from tengen.infra.triton import ModelRepository, TritonError, TritonEvaluator, w
 from tengen.loop.layout import DataDir
 from tengen.nn.export import export_samples, sidecar_path
 from tengen.ratings.records import GameReport, PlayerInfo, RatingsError
+from tengen.ratings.report import Reporter, ratings_reporter
 from tengen.run.bootstrap import model_config
 from tengen.search.net_match import MatchGameResult, MatchRunner, NetMatchSettings
 

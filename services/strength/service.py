@@ -25,7 +25,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from tengen.config import Config
 from tengen.gtp.gnugo import INSTALL_HINT, find_gnugo
-from tengen.gtp.engine_match import GameOutcome, Reporter, ratings_reporter
+from tengen.gtp.engine_match import GameOutcome
+from tengen.ratings.report import Reporter, ratings_reporter
 from tengen.gtp.strength import measure_version, read_results
 from tengen.infra.health import HealthServer
 from tengen.infra.triton import ModelRepository

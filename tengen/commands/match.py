@@ -72,7 +72,7 @@ def add_game_arguments(parser: argparse.ArgumentParser, default_games: int) -> N
 
 
 def make_reporter(args: argparse.Namespace) -> Any:
-    from tengen.gtp.engine_match import ServiceReporter, StoreReporter
+    from tengen.ratings.report import ServiceReporter, StoreReporter
     from tengen.config import environment_config
     from tengen.ratings.config import client_token, fill_from_config, store_url
 

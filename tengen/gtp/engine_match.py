@@ -23,12 +23,10 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
-from tengen.config import RatingsConfig
 from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.passalive import final_score, result_string
 from tengen.go.rules import IllegalMoveError, Rules
@@ -37,6 +35,7 @@ from tengen.gtp.client import CommandFailed, EngineError, EngineTimeout, GtpClie
 from tengen.gtp.engine import rules_to_json
 from tengen.gtp.protocol import GtpError, color_name, format_vertex, parse_vertex
 from tengen.ratings.records import GameReport, PlayerInfo
+from tengen.ratings.report import Reporter
 
 log = logging.getLogger(__name__)
 
@@ -90,51 +89,6 @@ class GameOutcome:
 
     def winner_name(self) -> str | None:
         return {"B": self.black, "W": self.white}.get(self.winner)
-
-
-class Reporter(Protocol):
-    def report(self, games: Sequence[GameReport], players: Sequence[PlayerInfo]) -> None: ...
-    def close(self) -> None: ...
-
-
-class StoreReporter:
-    """Reports into a ratings store opened in this process (SQLite in a data dir, or Postgres)."""
-
-    def __init__(self, url: str) -> None:
-        from tengen.ratings.store import RatingsStore
-
-        self.store = RatingsStore(url)
-
-    def report(self, games: Sequence[GameReport], players: Sequence[PlayerInfo]) -> None:
-        self.store.report(games, players)
-
-    def close(self) -> None:
-        self.store.close()
-
-
-class ServiceReporter:
-    """Reports to a running ratings service over gRPC (retries while it restarts)."""
-
-    def __init__(self, address: str, token: str | None) -> None:
-        from tengen.ratings.client import RatingsClient
-
-        self.client = RatingsClient(address, token=token)
-
-    def report(self, games: Sequence[GameReport], players: Sequence[PlayerInfo]) -> None:
-        self.client.report_games(games, players)
-
-    def close(self) -> None:
-        self.client.close()
-
-
-def ratings_reporter(ratings: RatingsConfig, data_dir: Path) -> Reporter:
-    """Where a service reports its games: the ratings service at `ratings.url` (token from the
-    config, else the data dir's token file), else the store in the data dir (or database_url)."""
-    from tengen.ratings.config import client_token, store_url
-
-    if ratings.url:
-        return ServiceReporter(ratings.url, client_token(ratings.token, data_dir))
-    return StoreReporter(store_url(data_dir, ratings.database_url or None))
 
 
 def parse_engine_score(text: str) -> float | None:
