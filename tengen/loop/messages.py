@@ -148,6 +148,15 @@ def announce_model(producer: ReliableProducer, model: str, version: int, timeout
     return ann
 
 
+def _read_announcement(rec: ConsumerRecord) -> ModelAnnouncement | None:
+    """The record's announcement, or None (logged) when it is not one."""
+    try:
+        return ModelAnnouncement.from_bytes(rec.value)
+    except KafkaAdapterError as exc:
+        log.error("kafka: skipping %s", exc)
+        return None
+
+
 def latest_models(bootstrap: str, timeout_s: float = 30.0) -> dict[str, ModelAnnouncement]:
     """The latest announcement per model name on `tengen.models` (empty when none yet)."""
     deadline = time.monotonic() + timeout_s
@@ -157,12 +166,9 @@ def latest_models(bootstrap: str, timeout_s: float = 30.0) -> dict[str, ModelAnn
         if rec.value is None:  # a tombstone removes the model
             latest.pop(rec.key.decode(), None)
             return
-        try:
-            ann = ModelAnnouncement.from_bytes(rec.value)
-        except KafkaAdapterError as exc:
-            log.error("kafka: skipping %s", exc)
-            return
-        latest[ann.model] = ann
+        ann = _read_announcement(rec)
+        if ann is not None:
+            latest[ann.model] = ann
 
     try:
         consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="tengen-models-reader",
@@ -212,10 +218,8 @@ class ModelWatcher:
     def _apply(self, rec: ConsumerRecord) -> None:
         if rec.value is None or rec.key is None:
             return
-        try:
-            ann = ModelAnnouncement.from_bytes(rec.value)
-        except KafkaAdapterError as exc:
-            log.error("kafka: skipping %s", exc)
+        ann = _read_announcement(rec)
+        if ann is None:
             return
         with self._lock:
             old = self._latest.get(ann.model)
