@@ -1,6 +1,6 @@
 """The gating service: plays each candidate against the current model and promotes the winners.
 
-Loop: a consumer group on `tengen.candidates` (tengen.data.candidates.CandidateAnnouncement, up
+Loop: a consumer group on `tengen.candidates` (tengen.loop.messages.CandidateAnnouncement, up
 to CANDIDATE_SCAN records at a time, decided in order). For each candidate:
 
 0. With `gating.skip_superseded` (default), a candidate with a newer one already waiting behind it

@@ -2,7 +2,7 @@
 
 Start-up waits, with backoff and a log line per state, for the broker (the project's topics are
 created if missing), for `tengen.models` to announce a version of `run.model_name`
-(tengen.infra.kafka.ModelWatcher reads the compacted topic from its start, so a worker that starts
+(tengen.loop.messages.ModelWatcher reads the compacted topic from its start, so a worker that starts
 later learns the current version), and for Triton to report that version READY. Then
 tengen.search.runner.SelfplayRunner plays `selfplay.games_in_parallel` games at a time against a
 TritonEvaluator pinned to that version.

@@ -7,7 +7,7 @@ commit), and runs SGD steps for up to `train_slice_s`. Training keeps to about
 
 Every `snapshot_every` samples the weights join the SWA average; every `candidate_every` samples
 the average is exported to `<data_dir>/candidates/` and announced on `tengen.candidates`
-(tengen.data.candidates). A checkpoint (model, optimizer, SWA, counters, sampling seed, window
+(tengen.loop.messages). A checkpoint (model, optimizer, SWA, counters, sampling seed, window
 position) is written after every snapshot, every `checkpoint_every_s` and on shutdown. What a
 kill loses is at most the training since the last checkpoint, never data: rows are durable
 before their offsets are committed, and the window dedupes the redelivered games.

@@ -6,7 +6,7 @@ with the four outputs), so a broken file never reaches the repository. `ModelSer
 tengen.infra.triton.promote write it atomically as the next version, load it beside the serving
 one, wait until it is ready and check that Triton answers two fixed positions like the export
 does (catching a Triton that reads another repository); `ModelServer.promote` finally tells the
-selfplay workers on `tengen.models` (tengen.infra.kafka.announce_model).
+selfplay workers on `tengen.models` (tengen.loop.messages.announce_model).
 
 An export already written as a version (a crash after the write, before its decision was
 recorded) is found by its bytes and finished instead of written again.

@@ -555,7 +555,7 @@ def promote(repository: ModelRepository, url: str, model: str, export_path: str 
     one, wait until it is ready, return its number. `check(version)`, when given, runs once the
     version is ready and raises if it does not serve what it should. A version that fails to load
     or the check is removed again, leaving the repository as it was. Announce the version on
-    `tengen.models` afterwards (tengen.infra.kafka.announce_model)."""
+    `tengen.models` afterwards (tengen.loop.messages.announce_model)."""
     version = repository.write_version(model, export_path)
     try:
         load_model(url, model, timeout_s)
