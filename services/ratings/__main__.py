@@ -1,7 +1,8 @@
 """`python -m services.ratings`: the ratings service (gRPC + HTTP) over a SQL store.
 
-A flag left out takes its value from the preset's `ratings` section and run.data_dir (tengen.config,
-with their TENGEN_ overrides; see `--help`). Without a token (flag or $TENGEN_RATINGS_TOKEN) the service uses the data dir's token file, creating it on first start, so
+A flag left out takes its value from the preset's `ratings` section and run.data_dir
+(tengen.config, with their TENGEN_ overrides; see `--help`). Without a token (flag or
+$TENGEN_RATINGS_TOKEN) the service uses the data dir's token file, creating it on first start, so
 clients sharing the data dir can write and nobody else can. Stops cleanly on SIGTERM or SIGINT:
 in-flight requests finish, then the servers and the database pool close.
 """
