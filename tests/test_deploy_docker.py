@@ -198,7 +198,7 @@ def test_a_torch_variant_without_a_build_stops_the_image_build() -> None:
 def test_app_image_installs_gnugo_for_the_strength_service() -> None:
     """The strength service finds Debian's gnugo at DEBIAN_GNUGO (not on PATH); the runtime stage
     installs the package the way hadolint accepts (no recommends, lists removed in the same layer)."""
-    from services.strength.__main__ import build_parser
+    from tengen.config import StrengthConfig
     from tengen.gtp.gnugo import DEBIAN_GNUGO
 
     runtime = final_stage(DOCKERFILES[0])
@@ -211,7 +211,7 @@ def test_app_image_installs_gnugo_for_the_strength_service() -> None:
         "the build checks the binary where the service looks for it"
     # Its health port is exposed with the other services'.
     exposed = {int(port) for i in runtime if i.keyword == "EXPOSE" for port in i.args.split()}
-    assert build_parser().parse_args([]).http_port in exposed
+    assert StrengthConfig().http_port in exposed
 
 
 def test_triton_image_gives_the_python_backend_numpy_1_and_torch() -> None:

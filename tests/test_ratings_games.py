@@ -24,6 +24,8 @@ from services.ratings.api import RatingsApi
 from services.ratings.games import GameLibrary
 from services.ratings.page import render_page
 from services.ratings.server import RatingsServer
+from tengen.config import load_config
+from tengen.ratings.config import fill_from_config
 from tengen.go import passalive
 from tengen.go.board import BLACK, WHITE
 from tengen.go.rules import parse_rules
@@ -247,8 +249,10 @@ def test_games_dir_setting_is_validated(tmp_path: Path, monkeypatch: pytest.Monk
     with pytest.raises(ValueError, match="not a directory"):
         games_dir(parsed("--games-dir", str(tmp_path / "file")))
     monkeypatch.setenv("TENGEN_RATINGS__GAMES_DIR", str(tmp_path / "from-env"))
+    args = build_parser().parse_args([])
+    fill_from_config(args, load_config("tiny"))  # the service's start: flags left out take the configured values
     with pytest.raises(ValueError, match="does not exist"):
-        games_dir(build_parser().parse_args([]))
+        games_dir(args)
     # The service refuses to start with it, saying why (exit 2).
     out = subprocess.run([sys.executable, "-m", "services.ratings", "--data-dir", str(tmp_path / "data"),
                           "--grpc-port", "0", "--http-port", "0"], capture_output=True, text=True, timeout=120,
