@@ -9,7 +9,8 @@ Environment overrides use `TENGEN_<SECTION>__<KEY>` (double underscore), e.g.
 `TENGEN_DATA_DIR`, `TENGEN_DATABASE_URL`, `TENGEN_RATINGS_TOKEN`, `TENGEN_RATINGS_URL`,
 `TENGEN_KAFKA_BOOTSTRAP`, `TENGEN_TRITON_URL`. `TENGEN_PRESET` names the preset of a service or
 command started without `--preset` (default_preset). This module is the only reader of `TENGEN_`
-variables: every service, command and deployment file gets its settings from here.
+settings: every service, command and deployment file gets its settings from here (`TENGEN_RUN_OWNER`
+is no setting but the mark `tengen run` leaves on its processes, tengen.infra.process).
 """
 from __future__ import annotations
 
