@@ -2,16 +2,17 @@
 names, and a check that no other module spells them again."""
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
+
+import pytest
 
 from tengen.loop.layout import DataDir, candidate_name, candidate_samples
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_every_path_of_the_tree(tmp_path: Path) -> None:
+def test_every_path_of_the_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     d = DataDir(tmp_path)
     expected = {
         d.models: "models", d.triton: "triton", d.candidates: "candidates",
@@ -26,7 +27,7 @@ def test_every_path_of_the_tree(tmp_path: Path) -> None:
     for path, relative in expected.items():
         assert path == tmp_path / relative
     # Announcements carry the candidate's absolute path to services with other working dirs.
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     assert DataDir("data").candidate("candidate-000000000500") == tmp_path / "data/candidates/candidate-000000000500.pt"
     # A DataDir goes wherever a path does.
     assert Path(d) == tmp_path and str(d) == str(tmp_path) and DataDir(d).root == tmp_path

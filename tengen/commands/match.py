@@ -54,7 +54,7 @@ def add_game_arguments(parser: argparse.ArgumentParser, default_games: int) -> N
                         help="seconds an engine may take for one move before it forfeits (default 120)")
     parser.add_argument("--sgf-dir", type=Path, default=None,
                         help="write every game here as SGF (and each engine's stderr log)")
-    parser.add_argument("--ratings", metavar="HOST:PORT", default=None,
+    parser.add_argument("--ratings", dest="url", metavar="HOST:PORT", default=None,
                         help="ratings service gRPC address (default ratings.url: $TENGEN_RATINGS_URL); unset: "
                         "the data dir's store")
     parser.add_argument("--data-dir", type=Path, default=None,
@@ -79,8 +79,8 @@ def make_reporter(args: argparse.Namespace) -> Any:
     if args.no_ratings:
         return None
     fill_from_config(args, environment_config())
-    if args.ratings:
-        return ServiceReporter(args.ratings, client_token(args.token, args.data_dir))
+    if args.url:
+        return ServiceReporter(args.url, client_token(args.token, args.data_dir))
     return StoreReporter(store_url(args.data_dir, args.database_url))
 
 

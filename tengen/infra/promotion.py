@@ -138,8 +138,14 @@ class ModelServer:
         self.timeout_s = timeout_s
 
     def written_version(self, export: Path, newer_than: int = 0) -> int | None:
-        """The version above `newer_than` that is byte for byte `export`, or None."""
-        return promoted_version(self.repository, self.model, export, newer_than)
+        """The version above `newer_than` whose served file is byte for byte `export`, or None.
+        (Versions are written complete or not at all, so a match is a finished write.)"""
+        want = file_digest(export)
+        for version in self.repository.versions(self.model):
+            served = self.repository.export_path(self.model, version)
+            if version > newer_than and served.is_file() and file_digest(served) == want:
+                return version
+        return None
 
     def load(self, export: Path, expected: dict[str, np.ndarray], newer_than: int = 0) -> int:
         """`export` as a ready version that answers like the export (its outputs on canary_inputs
@@ -178,13 +184,3 @@ def file_digest(path: str | os.PathLike[str]) -> str:
             digest.update(chunk)
     return digest.hexdigest()
 
-
-def promoted_version(repository: ModelRepository, model: str, export: Path, newer_than: int = 0) -> int | None:
-    """The version of `model` above `newer_than` whose served file is byte for byte `export`, or
-    None. (Versions are written complete or not at all, so a match is a finished write.)"""
-    want = file_digest(export)
-    for version in repository.versions(model):
-        served = repository.export_path(model, version)
-        if version > newer_than and served.is_file() and file_digest(served) == want:
-            return version
-    return None

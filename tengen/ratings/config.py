@@ -34,8 +34,7 @@ CONFIG_DEFAULTS = {
     "anchor": ("ratings", "anchor"),
     "max_batch": ("ratings", "max_batch"),
     "token": ("ratings", "token"),
-    "url": ("ratings", "url"),
-    "ratings": ("ratings", "url"),  # `tengen match` names the service's address --ratings
+    "url": ("ratings", "url"),  # --url, and `tengen match`'s --ratings
     "host": ("ratings", "host"),
     "grpc_port": ("ratings", "grpc_port"),
     "http_port": ("ratings", "http_port"),
