@@ -13,7 +13,7 @@ import pytest
 def test_bench_ab_runs_both_arms_and_their_match(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "tengen.cli", "bench", "ab", "--preset", "tiny", "--seconds", "4", "--games", "4",
-         "--visits", "8", "--b", "search.full_visits=12", "--out", str(tmp_path)],
+         "--visits", "8", "--b", "search.full_visits=12", "--out", str(tmp_path), "--checkpoint-every", "2"],
         capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -24,6 +24,7 @@ def test_bench_ab_runs_both_arms_and_their_match(tmp_path: Path) -> None:
     for arm in ("A", "B"):
         assert figures["arms"][arm]["games"] >= 1 and figures["arms"][arm]["cpu_s"] >= 4
         assert (tmp_path / f"{arm}.pt").is_file()
+        assert sorted(p.name for p in tmp_path.glob(f"{arm}-*s.pt")) == [f"{arm}-2s.pt"]  # 2 s of 4, not 4
     assert 0 <= figures["b_score"] <= 4 and figures["b_rate"] == round(figures["b_score"] / 4, 3)
     assert figures["wilson_low"] <= figures["b_rate"] <= figures["wilson_high"]
 

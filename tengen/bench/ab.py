@@ -9,6 +9,9 @@ fixed visits (colours alternating, the preset's boards and gating komi, batched 
 net searching with its own arm's search settings), and the bench reports B's score with its Wilson interval and the implied Elo difference.
 
     tengen bench ab --preset cpu7 --seconds 1800 --a trainer.soft_policy_weight=0 --games 100
+
+With --checkpoint-every S each arm also leaves the net its self-play used at every S seconds of
+its CPU, for `tengen eval gnugo --model`: two strength curves over equal compute, in one window.
 """
 from __future__ import annotations
 
@@ -48,10 +51,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1, help="seed of both arms' starting nets and games (default 1)")
     parser.add_argument("--out", type=Path, default=None,
                         help="directory for the final nets and the arms' figures (default: a temporary one)")
+    parser.add_argument("--checkpoint-every", type=float, default=0, metavar="S",
+                        help="also write each arm's current net every S seconds of its CPU, as "
+                             "<out>/<arm>-<cpu_s>s.pt (a curve per arm; needs --out; default: final nets only)")
 
 
-def _arm(name: str, preset: str, env: dict[str, str], seed: int, cpu_seconds: float, out: str) -> None:
-    """One arm, in its own process: the loop until `cpu_seconds` of CPU, then its final net."""
+def _arm(name: str, preset: str, env: dict[str, str], seed: int, cpu_seconds: float, out: str,
+         checkpoint_every: float = 0) -> None:
+    """One arm, in its own process: the loop until `cpu_seconds` of CPU, then its final net (and,
+    with `checkpoint_every`, the net self-play used at each multiple of that much CPU)."""
     import torch
 
     from tengen.train.learner import Learner
@@ -69,8 +77,15 @@ def _arm(name: str, preset: str, env: dict[str, str], seed: int, cpu_seconds: fl
     learner = Learner(trainer, window, seed=seed)
     start = time.process_time()
     last = [start]
+    checkpoints = [checkpoint_every * k for k in range(1, int(cpu_seconds // checkpoint_every) + 1)
+                   if checkpoint_every * k < cpu_seconds] if checkpoint_every > 0 else []
 
     def progress(record, result) -> None:
+        if checkpoints and time.process_time() - start >= checkpoints[0]:
+            at = checkpoints.pop(0)
+            export_model(result.final_net, Path(out) / f"{name}-{at:.0f}s.pt", samples_seen=result.samples,
+                         extra={"arm": name, "cpu_s": at})
+            print(f"  arm {name}: checkpoint at {at:.0f} s CPU ({result.samples} samples)", flush=True)
         if time.process_time() - last[0] >= 60:
             last[0] = time.process_time()
             print(f"  arm {name}: {last[0] - start:5.0f} s CPU, {len(result.records)} games, "
@@ -123,6 +138,8 @@ def _match(preset: str, arms: dict[str, dict[str, str]], a_path: Path, b_path: P
 def run(args: argparse.Namespace) -> dict:
     if args.games < 1 or args.visits < 1:
         raise SystemExit("--games and --visits must be at least 1")
+    if args.checkpoint_every < 0 or (args.checkpoint_every and args.out is None):
+        raise SystemExit("--checkpoint-every takes a positive number of seconds, and --out to keep the nets in")
     from tengen.config import load_config
 
     for env in (dict(args.a), dict(args.b)):  # a bad preset or setting: one error here, not one per arm
@@ -134,7 +151,8 @@ def run(args: argparse.Namespace) -> dict:
         print(f"bench ab: preset {args.preset}, {args.seconds:.0f} s of CPU per arm, seed {args.seed}; "
               f"A {arms['A'] or 'as the preset'}, B {arms['B'] or 'as the preset'}", flush=True)
         context = multiprocessing.get_context("spawn")  # no threads or torch state inherited
-        procs = [context.Process(target=_arm, args=(name, args.preset, env, args.seed, args.seconds, str(out)),
+        procs = [context.Process(target=_arm, args=(name, args.preset, env, args.seed, args.seconds, str(out),
+                                                           args.checkpoint_every),
                                  name=f"ab-arm-{name}") for name, env in arms.items()]
         for proc in procs:
             proc.start()
