@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from tengen.data.rows import MAX_MOVES_FACTOR
+from tengen.train.rows import MAX_MOVES_FACTOR
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # the presets, package data
 PRESETS = ("tiny", "cpu", "cpu7", "paper")
@@ -110,7 +110,7 @@ class SelfplayConfig:
     # fixed amount each, without the later rows of more games.
     leaves_per_game: int = 1
     sgf_sample_rate: float = 0.05  # fraction of games also written as SGF
-    # Policy surprise weighting (tengen.search.selfplay): records carry each full search's policy
+    # Policy surprise weighting (tengen.selfplay.game): records carry each full search's policy
     # surprise and the window gets surprising positions more often, the game's total kept. Off: it
     # lost its A/B on this box (tengen/configs/cpu.yaml); on in the paper preset.
     surprise_weighting: bool = False

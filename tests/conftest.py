@@ -23,7 +23,8 @@ import pytest
 
 from tengen.gtp.gnugo import find_gnugo
 from tengen.infra.broker import LocalBroker
-from tengen.infra.triton import LocalTriton, ModelRepository
+from tengen.infra.triton.repository import ModelRepository
+from tengen.infra.triton.server import LocalTriton
 
 
 def pytest_configure(config: pytest.Config) -> None:

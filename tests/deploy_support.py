@@ -303,9 +303,9 @@ TRITON_METRICS = {
     "nv_cache_hit_duration_per_model", "nv_cache_miss_duration_per_model",
 }
 # The services' metrics: (module, class); each class keeps its own CollectorRegistry.
-SERVICE_METRICS = [("services.trainer.service", "Metrics"), ("services.selfplay.service", "Metrics"),
-                   ("services.gating.service", "Metrics"), ("services.strength.service", "Metrics"),
-                   ("services.ratings.api", "Metrics")]
+SERVICE_METRICS = [("tengen.train.service", "Metrics"), ("tengen.selfplay.worker", "Metrics"),
+                   ("tengen.gate.service", "Metrics"), ("tengen.strength.service", "Metrics"),
+                   ("tengen.ratings.api", "Metrics")]
 PROMQL_FUNCTIONS = {
     "abs", "absent", "absent_over_time", "avg_over_time", "ceil", "changes", "clamp", "clamp_max", "clamp_min",
     "count_over_time", "day_of_month", "day_of_week", "delta", "deriv", "exp", "floor", "histogram_quantile",
@@ -330,7 +330,7 @@ def exposed_metric_names() -> set[str]:
         factory = getattr(importlib.import_module(module), cls)
         # The ratings service's metrics read the store's game count; a stand-in answers it.
         book = SimpleNamespace(store=SimpleNamespace(game_count=lambda: 0))
-        metrics = factory(book) if module == "services.ratings.api" else factory()
+        metrics = factory(book) if module == "tengen.ratings.api" else factory()
         for family in metrics.registry.collect():
             suffixes = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count", "_created"),
                         "summary": ("", "_sum", "_count", "_created")}.get(family.type, ("",))

@@ -1,5 +1,5 @@
 """A games dir as the services write it, for the ratings service's games pages (tests of
-services.ratings.games and the browser test).
+tengen.ratings.games and the browser test).
 
 - `sgf/v2/`: three self-play games of version 2 (random games written by self-play's own SGF
   writer, tengen.data.record_sgf; one 9x9 with handicap stones and search comments);
@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from services.gating.ledger import DecisionLog, MatchFile
+from tengen.gate.ledger import DecisionLog, MatchFile
 from tengen.config import load_config
 from tengen.data.record_sgf import write_record_sgf
 from tengen.data.synthetic import random_game
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.model import build_model
-from tengen.search.net_match import MatchGameResult, MatchRunner, NetMatchSettings
+from tengen.gate.match import MatchGameResult, MatchRunner, NetMatchSettings
 
 CANDIDATE = "candidate-000000004096"
 OLD_CANDIDATE = "candidate-000000002048"

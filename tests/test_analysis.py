@@ -687,7 +687,8 @@ def _katrain_session(*args: str, query: dict[str, Any]) -> tuple[KaTrainReader, 
 def test_katrain_query_through_triton(triton_server: Any, tiny_export: Path) -> None:
     """--triton: a KaTrain query answered through the real Triton of tests/conftest.py, in the shape
     KaTrain parses, with the same raw policy as the export run in-process."""
-    from tengen.infra.triton import load_model, render_config
+    from tengen.infra.triton.client import load_model
+    from tengen.infra.triton.repository import render_config
 
     name = "analysis-tiny"
     triton_server.repository.create_model(name, render_config(name, max_batch_size=64))

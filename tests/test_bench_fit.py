@@ -7,9 +7,9 @@ import sys
 
 import numpy as np
 
-from tengen.data.rows import rows_from_record
+from tengen.train.rows import rows_from_record
 from tengen.data.synthetic import random_game
-from tengen.data.window import Window
+from tengen.train.window import Window
 
 
 def _window(path, seed: int, games: int = 6) -> None:

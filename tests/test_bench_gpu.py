@@ -15,7 +15,7 @@ def test_every_path_answers_as_the_fp32_net(tmp_path: Path) -> None:
     code runs): fp32 to float rounding, the reduced precisions to a few hundredths of probability.
     The weights are scaled up so the policy is far from uniform and a wrong path shows."""
     from tengen.bench.gpu import _torch_paths
-    from tengen.infra.promotion import softmax
+    from tengen.gate.promotion import softmax
     from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, ON_BOARD
     from tengen.nn.export import export_model
     from tengen.nn.model import InferenceNet, build_model

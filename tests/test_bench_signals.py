@@ -28,7 +28,8 @@ from process_support import ROOT, TENGEN, Moment, has, interrupt
 
 
 def test_triton_interrupted_while_starting_stops_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tengen.infra.triton import LocalTriton, ModelRepository
+    from tengen.infra.triton.repository import ModelRepository
+    from tengen.infra.triton.server import LocalTriton
 
     started: list[subprocess.Popen] = []
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from tengen.config import load_config
-from tengen.data.rows import rows_from_record
+from tengen.train.rows import rows_from_record
 from tengen.data.synthetic import random_game
-from tengen.data.window import Window
+from tengen.train.window import Window
 from tengen.infra.outbox import Outbox
 from tengen.run.chaos import Drill, spooled_ids
 from tengen.loop.layout import DataDir

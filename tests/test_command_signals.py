@@ -16,7 +16,7 @@ import torch
 from process_support import TENGEN, has, interrupt, runs
 from tengen.config import load_config
 from tengen.infra.process import marked_processes
-from tengen.infra.triton import ModelRepository
+from tengen.infra.triton.repository import ModelRepository
 from tengen.loop.layout import DataDir
 from tengen.nn.export import export_model
 from tengen.nn.model import build_model

@@ -6,7 +6,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from tengen.data.rows import RecordError, decode, validate
+from tengen.train.rows import RecordError, decode, validate
 from tengen.data.synthetic import random_game
 from tengen.proto import game_pb2, generate
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tengen.data.rows import TrainingRows
-from tengen.data.window import Window, window_size
+from tengen.train.rows import TrainingRows
+from tengen.train.window import Window, window_size
 from tengen.go import planes, symmetry
 
 POS_LEN = 9
@@ -124,7 +124,7 @@ def test_torn_append_is_invisible_after_restart(tmp_path: Path, monkeypatch: pyt
         raise OSError("simulated crash before the manifest is replaced")
 
     with monkeypatch.context() as patch:
-        patch.setattr("tengen.data.window.os.replace", crash)
+        patch.setattr("tengen.train.window.os.replace", crash)
         with pytest.raises(OSError):
             window.append("c", fake_rows(3, 5))  # rows and id written, manifest not
     assert (tmp_path / "game_ids.jsonl").read_bytes().count(b"\n") == 3  # the torn id is on disk
@@ -140,7 +140,7 @@ def test_torn_append_is_invisible_after_restart(tmp_path: Path, monkeypatch: pyt
     np.testing.assert_array_equal(_all_rows(reopened)["score"][-5:], fake_rows(3, 5).score)
     # The same holds in a process that saw the failure and goes on: its next append overwrites the tail.
     with monkeypatch.context() as patch:
-        patch.setattr("tengen.data.window.os.replace", crash)
+        patch.setattr("tengen.train.window.os.replace", crash)
         with pytest.raises(OSError):
             reopened.append("e", fake_rows(5, 4))
     assert reopened.append("d", fake_rows(4, 2))
@@ -152,7 +152,7 @@ def test_torn_append_is_invisible_after_restart(tmp_path: Path, monkeypatch: pyt
 CHILD = textwrap.dedent(
     """
     import sys
-    from tengen.data.window import Window
+    from tengen.train.window import Window
     from tests.test_data_window import fake_rows
     window = Window(sys.argv[1], 9, c=10_000, shard_rows=8)
     for seed in range(int(sys.argv[2]), 10_000):
@@ -193,7 +193,7 @@ def test_kill_during_appends_keeps_every_acknowledged_game(tmp_path: Path) -> No
 OPENER = textwrap.dedent(
     """
     import sys, time
-    from tengen.data.window import Window, WindowError
+    from tengen.train.window import Window, WindowError
     refused = read = 0
     deadline = time.monotonic() + float(sys.argv[2])
     while time.monotonic() < deadline:

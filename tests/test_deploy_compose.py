@@ -35,7 +35,7 @@ from deploy_support import (
     promql_metric_names,
 )
 from tengen.config import Config, RatingsConfig, TritonConfig
-from tengen.infra.triton import CONFIG_TEMPLATES
+from tengen.infra.triton.repository import CONFIG_TEMPLATES
 
 COMPOSE = REPO / "docker-compose.yml"
 GPU_OVERRIDE = REPO / "docker-compose.gpu.yml"

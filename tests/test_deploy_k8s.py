@@ -41,7 +41,7 @@ from deploy_support import (
     tool,
 )
 from tengen.config import Config, RatingsConfig, TritonConfig
-from tengen.infra.triton import CONFIG_TEMPLATES
+from tengen.infra.triton.repository import CONFIG_TEMPLATES
 
 K8S = REPO / "k8s"
 NAMESPACE = "tengen"

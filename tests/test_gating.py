@@ -29,9 +29,9 @@ import pytest
 import torch
 from torch import nn
 
-from services.gating.decision import Score, decide, sprt_bounds, sprt_llr
-from services.gating.ledger import DECISION_FIELDS, DecisionLog, MatchFile, append_line, read_lines
-from services.gating.service import GatingService
+from tengen.gate.decision import Score, decide, sprt_bounds, sprt_llr
+from tengen.gate.ledger import DECISION_FIELDS, DecisionLog, MatchFile, append_line, read_lines
+from tengen.gate.service import GatingService
 from tengen.loop.messages import candidate_player, ensure_loop_topics, version_player
 from tengen.config import Config, load_config
 from tengen.loop.messages import CandidateAnnouncement
@@ -39,12 +39,13 @@ from tengen.go.board import BLACK, WHITE
 from tengen.infra.broker import LocalBroker, free_port
 from tengen.infra.kafka import ReliableProducer, TopicSpec, ensure_topics
 from tengen.loop.messages import CANDIDATES_TOPIC, announce_model, latest_model_version
-from tengen.infra.triton import ModelRepository, load_model, ready_versions, render_config
+from tengen.infra.triton.client import load_model, ready_versions
+from tengen.infra.triton.repository import ModelRepository, render_config
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.export import export_model, sidecar_path
 from tengen.nn.model import InferenceNet, build_model
 from tengen.ratings.store import RatingsStore
-from tengen.search.net_match import MatchGameResult, MatchRunner, NetMatchSettings, resigning_color
+from tengen.gate.match import MatchGameResult, MatchRunner, NetMatchSettings, resigning_color
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = load_config("tiny")
@@ -177,7 +178,7 @@ def test_a_candidate_whose_announcement_was_lost_is_gated_from_its_file(tmp_path
     """A broker that loses its log loses the announcements queued on it; the candidate files stay.
     Gating picks up the newest file that no announcement or decision covers, once it is older than
     the grace the trainer needs between writing and announcing."""
-    from services.gating import service as gating
+    from tengen.gate import service as gating
 
     env = {"TENGEN_DATA_DIR": str(tmp_path / "data")}
     service = GatingService(load_config("tiny", env=env))

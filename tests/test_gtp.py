@@ -540,7 +540,8 @@ def test_engine_with_mcts_streams_growing_analysis(mcts: MctsAnalyzer) -> None:
 @pytest.mark.slow  # about 20 s: Triton loads the model through its Python backend
 def test_gtp_through_triton(triton_server, tiny_export: Path) -> None:
     """--triton: the same export served by the real Triton plays the same moves as in-process."""
-    from tengen.infra.triton import load_model, render_config
+    from tengen.infra.triton.client import load_model
+    from tengen.infra.triton.repository import render_config
 
     name = "gtp-tiny"
     triton_server.repository.create_model(name, render_config(name, max_batch_size=16))

@@ -16,18 +16,12 @@ import pytest
 import torch
 from torch import nn
 
-from tengen.infra import triton as tr
-from tengen.infra.triton import (
-    LocalTriton,
-    ModelRepository,
-    TritonError,
-    TritonEvaluator,
-    UnknownModelError,
-    load_model,
-    promote,
-    ready_versions,
-    render_config,
-)
+from tengen.infra.triton import repository as tr
+from tengen.gate.promotion import load_new_version
+from tengen.infra.triton.client import TritonEvaluator, load_model, ready_versions
+from tengen.infra.triton.errors import TritonError, UnknownModelError
+from tengen.infra.triton.repository import ModelRepository, render_config
+from tengen.infra.triton.server import LocalTriton
 
 
 class Tiny(nn.Module):
@@ -148,7 +142,7 @@ def test_killed_writer_never_exposes_a_partial_version(tmp_path: Path) -> None:
     before = sorted(p.name for p in repo.model_dir(name).iterdir())
     fifo = tmp_path / "export.pt"
     os.mkfifo(fifo)
-    script = ("import sys; from tengen.infra.triton import ModelRepository; "
+    script = ("import sys; from tengen.infra.triton.repository import ModelRepository; "
               "ModelRepository(sys.argv[1]).write_version(sys.argv[2], sys.argv[3])")
     staging = repo.root / tr.STAGING_DIR
     for cut in (0, 1 << 20, 3 << 20):  # whole 1 MiB chunks: the copy reads in those
@@ -221,7 +215,7 @@ def test_serve_and_hot_swap_without_failed_requests(triton_server, tmp_path: Pat
         thread.start()
         try:
             time.sleep(0.5)
-            version = promote(repo, url, name, _export(tmp_path / "v2.pt", 2.0))
+            version = load_new_version(repo, url, name, _export(tmp_path / "v2.pt", 2.0))
             assert version == 2
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and (not seen or seen[-1][0] != 2):
@@ -254,7 +248,7 @@ def test_failed_promotion_leaves_repository_and_serving_untouched(triton_server,
     broken = tmp_path / "broken.pt"
     broken.write_bytes(b"this is not TorchScript")
     with pytest.raises(TritonError):
-        promote(repo, url, name, broken, timeout_s=60)
+        load_new_version(repo, url, name, broken, timeout_s=60)
     assert repo.versions(name) == [1]
     with TritonEvaluator(url, name) as evaluator:
         assert evaluator.infer(*_inputs(2)).model_version == 1

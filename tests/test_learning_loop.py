@@ -1,12 +1,12 @@
 """What the loop learns at the tiny preset: a short run of the whole loop in one process (the real
 self-play runner on a TorchEvaluator, the trainer's Learner on a window in a tmp dir, SWA
 candidates, each candidate taking over self-play at once; no services, no gating:
-tengen.search.learning_loop), then two statistical checks of the final net:
+tengen.train.learning_loop), then two statistical checks of the final net:
 
 (a) it does not pass its games away: in self-play games of the final net, passes are under 10% of
     the moves, not counting each game's last ten moves (every game ends with passes);
 (b) it beats the starting (random) net in at least 70% of 40 games, colours alternating, with
-    gating's match settings (tengen.search.net_match: komi 7.5, the preset's gating visits), draws
+    gating's match settings (tengen.gate.match: komi 7.5, the preset's gating visits), draws
     counting half.
 
 Both fail when self-play locks into passing: with 4-visit fast searches (tengen/configs/tiny.yaml says
@@ -26,12 +26,12 @@ import torch
 
 from tengen.train.learner import Learner
 from tengen.config import Config, load_config
-from tengen.data.window import Window
+from tengen.train.window import Window
 from tengen.gtp.engine_match import wilson_interval
 from tengen.nn.evaluator import TorchEvaluator
-from tengen.search.learning_loop import LoopResult, learn_in_process, pass_counts
-from tengen.search.net_match import MatchRunner, NetMatchSettings
-from tengen.search.runner import SelfplayRunner
+from tengen.train.learning_loop import LoopResult, learn_in_process, pass_counts
+from tengen.gate.match import MatchRunner, NetMatchSettings
+from tengen.selfplay.runner import SelfplayRunner
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # the loop runs in the first test's setup
 

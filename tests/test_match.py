@@ -125,8 +125,8 @@ def test_match_alternates_colours_and_caps_moves(gnugo: str, tmp_path: Path, cap
 
 def test_match_reports_to_the_ratings_service(gnugo: str, tmp_path: Path, capsys) -> None:
     """--ratings: every game goes to a running ratings service over gRPC, with its write token."""
-    from services.ratings.api import RatingsApi
-    from services.ratings.server import RatingsServer
+    from tengen.ratings.api import RatingsApi
+    from tengen.ratings.server import RatingsServer
     from tengen.ratings.book import RatingsBook
 
     store = RatingsStore(sqlite_url(tmp_path / "service"))

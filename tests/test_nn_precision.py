@@ -18,7 +18,7 @@ import torch
 from tengen.go.features import encode
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
 from tengen.go.sgf import iter_boards, read_game
-from tengen.infra.promotion import softmax
+from tengen.gate.promotion import softmax
 from tengen.nn.evaluator import TorchEvaluator
 
 DATA = Path(__file__).parent / "data"
@@ -90,7 +90,7 @@ def test_openvino_matches_torch_fp32_on_positions_from_real_games(precision: str
 
 
 def test_promotion_check_accepts_reduced_precision_and_rejects_another_net() -> None:
-    from tengen.infra.promotion import agree, canary_inputs
+    from tengen.gate.promotion import agree, canary_inputs
     from tengen.nn.evaluator import OpenVINOEvaluator
     from tengen.nn.model import build_model
 
@@ -109,7 +109,7 @@ def test_promotion_check_holds_the_score_error_to_the_scores_tolerance() -> None
     """The uncertainty output's second column is a score error in points: a trained 9x9 net's
     (a 2-hour run's candidate at 800k samples, served in bf16) moved by 0.06 points of 29.4, which
     the absolute 0.05 meant for the value error refused, stalling gating for good."""
-    from tengen.infra.promotion import agree
+    from tengen.gate.promotion import agree
 
     export = np.array([[5.8375e-03, 23.754360], [1.1020e-03, 29.428511]], np.float32)
     served = np.array([[5.9104e-03, 23.695517], [1.1024e-03, 29.425091]], np.float32)

@@ -15,8 +15,8 @@ import pytest
 from games_support import CANDIDATE, SELFPLAY_IDS, make_games_dir
 from playwright import sync_api
 
-from services.ratings.api import RatingsApi
-from services.ratings.server import RatingsServer
+from tengen.ratings.api import RatingsApi
+from tengen.ratings.server import RatingsServer
 from tengen.go.board import BLACK, WHITE
 from tengen.go.sgf import iter_boards, move_to_gtp, read_game
 from tengen.ratings.book import RatingsBook

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from services.ratings.api import RatingsApi
-from services.ratings.server import RatingsServer
+from tengen.ratings.api import RatingsApi
+from tengen.ratings.server import RatingsServer
 from tengen.cli import main
 from tengen.ratings.book import RatingsBook
 from tengen.ratings.store import RatingsStore

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from games_support import CANDIDATE, MATCH_GAMES, OLD_CANDIDATE, SELFPLAY_IDS, make_games_dir
 
-from services.gating.ledger import MatchFile, append_line
+from tengen.gate.ledger import MatchFile, append_line
 from services.ratings.__main__ import build_parser, games_dir
-from services.ratings.api import RatingsApi
-from services.ratings.games import GameLibrary
-from services.ratings.page import render_page
-from services.ratings.server import RatingsServer
+from tengen.ratings.api import RatingsApi
+from tengen.ratings.games import GameLibrary
+from tengen.ratings.page import render_page
+from tengen.ratings.server import RatingsServer
 from tengen.config import load_config
 from tengen.ratings.config import fill_from_config
 from tengen.go import passalive
@@ -32,7 +32,7 @@ from tengen.go.rules import parse_rules
 from tengen.go.sgf import SgfGame, iter_boards, read_game, replay
 from tengen.ratings.book import FitSummary, History, Leaderboard, RatingRow, RatingsBook
 from tengen.ratings.store import RatingsStore
-from tengen.search.net_match import MatchGameResult
+from tengen.gate.match import MatchGameResult
 
 
 @pytest.fixture(scope="module")

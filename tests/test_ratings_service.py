@@ -28,8 +28,8 @@ from ratings_db import (  # noqa: F401 (fixtures)
     start_pgserver,
 )
 
-from services.ratings.api import RatingsApi
-from services.ratings.server import RatingsServer
+from tengen.ratings.api import RatingsApi
+from tengen.ratings.server import RatingsServer
 from tengen.proto import ratings_pb2 as pb
 from tengen.proto import ratings_pb2_grpc as pb_grpc
 from tengen.ratings.book import RatingsBook

@@ -14,8 +14,8 @@ import pytest
 from tengen.cli import main
 from tengen.commands.run import parse_duration
 from tengen.config import load_config
-from tengen.data.rows import TrainingRows
-from tengen.data.window import Window
+from tengen.train.rows import TrainingRows
+from tengen.train.window import Window
 from tengen.go import planes
 from tengen.run.status import LeaderRow, Status, StatusReader, format_gating, render_line, render_screen
 from tengen.run.supervisor import ChildState, ServiceProcess, Supervisor, SupervisorError
@@ -341,7 +341,7 @@ def _running(pid: int) -> bool:
 @pytest.mark.parametrize("preset, instances, threads", [("tiny", 1, 1), ("cpu", 1, 2)])
 def test_the_bootstrapped_model_has_the_presets_triton_instances(tmp_path: Path, preset: str, instances: int,
                                                                  threads: int) -> None:
-    from tengen.infra.triton import ModelRepository
+    from tengen.infra.triton.repository import ModelRepository
     from tengen.run.bootstrap import ensure_model
 
     config = load_config(preset)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tengen.config import load_config
-from tengen.gtp.strength import read_results
+from tengen.strength.measure import read_results
 from tengen.infra.process import stop_marked
 from tengen.run.chaos import TARGETS, Drill
 

@@ -1,4 +1,4 @@
-"""Self-play games (tengen.search.selfplay) and the batched runner (tengen.search.runner)."""
+"""Self-play games (tengen.selfplay.game) and the batched runner (tengen.selfplay.runner)."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from tengen.config import SearchConfig, load_config
-from tengen.data.rows import MAX_POLICY_SURPRISE, TrainingRows, decode, rows_from_record, validate, window_rows
+from tengen.train.rows import MAX_POLICY_SURPRISE, TrainingRows, decode, rows_from_record, validate, window_rows
 from tengen.go import passalive
 from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
 from tengen.proto import game_pb2
 from tengen.search.mcts import NNCache, Tree
-from tengen.search.runner import SelfplayRunner
+from tengen.selfplay.runner import SelfplayRunner
 from tengen.search.single_search import new_tree
-from tengen.search.selfplay import (
+from tengen.selfplay.game import (
     SelfPlayGame, SelfplaySettings, lopsided_factor, max_handicap, move_temperature, policy_surprise,
     sample_by_visits,
 )

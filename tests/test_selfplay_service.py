@@ -26,20 +26,24 @@ from kafka import KafkaConsumer
 from prometheus_client import generate_latest
 
 from services.selfplay.__main__ import main
-from services.selfplay.service import SelfplayService, check_worker_id, default_worker_id
+from tengen.selfplay.worker import SelfplayService, check_worker_id, default_worker_id
 from tengen.config import load_config
 from tengen.data.record_sgf import record_to_sgf, write_record_sgf
-from tengen.data.rows import decode, row_count, rows_from_record, validate
+from tengen.train.rows import decode, row_count, rows_from_record, validate
 from tengen.data.synthetic import random_game
 from tengen.go.sgf import read_game, replay
 from tengen.infra.broker import LocalBroker, free_port
 from tengen.infra.kafka import ReliableProducer
 from tengen.loop.messages import GAMES_TOPIC, announce_model, ensure_loop_topics
-from tengen.infra.triton import LocalTriton, ModelRepository, TritonError, TritonEvaluator, promote, render_config
+from tengen.gate.promotion import load_new_version
+from tengen.infra.triton.client import TritonEvaluator
+from tengen.infra.triton.errors import TritonError
+from tengen.infra.triton.repository import ModelRepository, render_config
+from tengen.infra.triton.server import LocalTriton
 from tengen.nn.export import export_model
 from tengen.nn.model import build_model
 from tengen.proto import game_pb2
-from tengen.search.runner import RunnerStats
+from tengen.selfplay.runner import RunnerStats
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -337,7 +341,7 @@ def test_selfplay_worker_end_to_end(broker: LocalBroker, tmp_path: Path) -> None
         assert second.proc.wait(timeout=120) == 0, second.log()[-3000:]
 
         # Hot swap: version 2 is loaded beside 1, then announced.
-        assert promote(repo, server.grpc_url, model, _export(tmp_path / "v2.pt", 2)) == 2
+        assert load_new_version(repo, server.grpc_url, model, _export(tmp_path / "v2.pt", 2)) == 2
         announce_model(producer, model, 2)
         wait(lambda: main_worker.metric("tengen_selfplay_model_version") == 2, 60, "the switch")
         switched = time.time()

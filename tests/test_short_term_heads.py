@@ -11,7 +11,7 @@ import torch
 
 from tengen.train.learner import Learner
 from tengen.config import load_config
-from tengen.data.window import Window
+from tengen.train.window import Window
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.export import OUTPUT_NAMES, UNKNOWN_UNCERTAINTY, export_model
 from tengen.nn.loss import LossWeights, Targets, short_term_terms

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from tengen.data.rows import rows_from_record, short_term_lambda, short_term_targets
+from tengen.train.rows import rows_from_record, short_term_lambda, short_term_targets
 from tengen.data.synthetic import random_game
-from tengen.data.window import FORMAT, FORMAT_WITHOUT_SHORT_TERM, MANIFEST, Window, row_dtype
+from tengen.train.window import FORMAT, FORMAT_WITHOUT_SHORT_TERM, MANIFEST, Window, row_dtype
 from tengen.go import passalive
 from tengen.go.board import Board
 from tengen.go.rules import parse_rules

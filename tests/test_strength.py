@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from services.strength.service import StrengthService
+from tengen.strength.service import StrengthService
 from tengen.config import Config, StrengthConfig, load_config
-from tengen.gtp.strength import latest_results, read_results
-from tengen.infra.triton import ModelRepository
+from tengen.strength.measure import latest_results, read_results
+from tengen.infra.triton.repository import ModelRepository
 from tengen.loop.layout import DataDir
 from tengen.nn.export import export_model
 from tengen.nn.model import build_model

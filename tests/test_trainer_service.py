@@ -24,12 +24,12 @@ import pytest
 import torch
 from kafka import KafkaConsumer, KafkaProducer
 
-from services.trainer.service import NONFINITE_STREAK_RED, TrainerService
+from tengen.train.service import NONFINITE_STREAK_RED, TrainerService
 from tengen.config import Config, load_config
 from tengen.loop.messages import CandidateAnnouncement, ensure_loop_topics
-from tengen.data.rows import window_rows
+from tengen.train.rows import window_rows
 from tengen.data.synthetic import random_game
-from tengen.data.window import Window
+from tengen.train.window import Window
 from tengen.infra.broker import LocalBroker
 from tengen.infra.kafka import header
 from tengen.loop.messages import CANDIDATES_TOPIC, DLQ_TOPIC, GAMES_TOPIC

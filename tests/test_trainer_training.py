@@ -12,7 +12,7 @@ import torch
 
 from tengen.train.learner import Learner, SwaAverager, learning_rate
 from tengen.config import TrainerConfig, load_config
-from tengen.data.window import Window
+from tengen.train.window import Window
 from tengen.nn.loss import LOSS_TERMS
 from trainer_support import fill_window
 

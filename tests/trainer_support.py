@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tengen.data.rows import rows_from_record
+from tengen.train.rows import rows_from_record
 from tengen.data.synthetic import random_game
-from tengen.data.window import Window
+from tengen.train.window import Window
 
 POISON = 3e38
 

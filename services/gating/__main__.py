@@ -1,4 +1,4 @@
-"""`python -m services.gating`: the gating service (see services.gating.service).
+"""`python -m services.gating`: the gating service (see tengen.gate.service).
 
 Settings come from a preset (`--preset`, default $TENGEN_PRESET or `cpu`) plus TENGEN_ overrides
 (tengen.config): TENGEN_DATA_DIR (model repository `<data_dir>/models`, match files and
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     def start(args: argparse.Namespace, config: Config, stop: threading.Event) -> int:
-        from services.gating.service import GatingService
+        from tengen.gate.service import GatingService
 
         return GatingService(config, http_port=args.http_port).run(stop)
 

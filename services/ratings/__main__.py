@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from sqlalchemy.exc import OperationalError
 
-    from services.ratings.api import RatingsApi
-    from services.ratings.server import RatingsServer
+    from tengen.ratings.api import RatingsApi
+    from tengen.ratings.server import RatingsServer
     from tengen.ratings.book import RatingsBook
     from tengen.ratings.store import RatingsStore
 

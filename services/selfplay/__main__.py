@@ -1,4 +1,4 @@
-"""`python -m services.selfplay`: a selfplay worker (see services.selfplay.service).
+"""`python -m services.selfplay`: a selfplay worker (see tengen.selfplay.worker).
 
 Settings come from a preset (`--preset`, default $TENGEN_PRESET or `cpu`) plus TENGEN_ overrides
 (tengen.config), e.g. TENGEN_DATA_DIR (SGFs go to <data_dir>/sgf), TENGEN_KAFKA_BOOTSTRAP,
@@ -20,7 +20,7 @@ log = logging.getLogger("services.selfplay")
 
 
 def _worker_id(text: str) -> str:
-    from services.selfplay.service import check_worker_id
+    from tengen.selfplay.worker import check_worker_id
 
     try:
         return check_worker_id(text)
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     def start(args: argparse.Namespace, config: Config, stop: threading.Event) -> int:
-        from services.selfplay.service import SelfplayService, check_worker_id, default_worker_id
+        from tengen.selfplay.worker import SelfplayService, check_worker_id, default_worker_id
 
         try:
             worker_id = args.worker_id or check_worker_id(config.selfplay.worker_id or default_worker_id())

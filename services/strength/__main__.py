@@ -1,4 +1,4 @@
-"""`python -m services.strength`: the loop's strength against GNU Go (see services.strength.service).
+"""`python -m services.strength`: the loop's strength against GNU Go (see tengen.strength.service).
 
 Settings come from a preset (`--preset`, default $TENGEN_PRESET or `cpu`) plus TENGEN_ overrides
 (tengen.config): the `strength` section (TENGEN_STRENGTH__GNUGO_LEVELS=0,1, __GAMES, __VISITS,
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     def start(args: argparse.Namespace, config: Config, stop: threading.Event) -> int:
-        from services.strength.service import StrengthService
+        from tengen.strength.service import StrengthService
 
         return StrengthService(config, http_port=args.http_port).run(stop)
 

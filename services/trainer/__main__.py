@@ -1,4 +1,4 @@
-"""`python -m services.trainer`: the trainer service (see services.trainer.service).
+"""`python -m services.trainer`: the trainer service (see tengen.train.service).
 
 Settings come from a preset (`--preset`, default $TENGEN_PRESET or `cpu`) plus TENGEN_ overrides
 (tengen.config), e.g. TENGEN_DATA_DIR, TENGEN_KAFKA_BOOTSTRAP, TENGEN_TRAINER__BATCH_SIZE.
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     def start(args: argparse.Namespace, config: Config, stop: threading.Event) -> None:
-        from services.trainer.service import TrainerService, torch_threads
+        from tengen.train.service import TrainerService, torch_threads
 
         torch_threads(config.trainer.threads)
         TrainerService(config, device=args.device or config.trainer.device, http_port=args.http_port,

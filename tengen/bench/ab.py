@@ -1,6 +1,6 @@
 """`tengen bench ab`: the strength a setting buys, as issue-style A/B runs of the in-process loop.
 
-Two arms of the learning loop (tengen.search.learning_loop: self-play -> window -> learner -> SWA
+Two arms of the learning loop (tengen.train.learning_loop: self-play -> window -> learner -> SWA
 candidate -> self-play, no services), A with the preset as it is and B with the --b overrides (and
 A with the --a ones), start from the same seed and run side by side, one process and one torch
 thread each, until each has used --seconds of CPU time (time.process_time: both arms get the same
@@ -64,9 +64,9 @@ def _arm(name: str, preset: str, env: dict[str, str], seed: int, cpu_seconds: fl
 
     from tengen.train.learner import Learner
     from tengen.config import load_config
-    from tengen.data.window import Window
+    from tengen.train.window import Window
     from tengen.nn.export import export_model
-    from tengen.search.learning_loop import learn_in_process
+    from tengen.train.learning_loop import learn_in_process
 
     torch.set_num_threads(1)
     config = load_config(preset, env=env)
@@ -111,7 +111,7 @@ def _match(preset: str, arms: dict[str, dict[str, str]], a_path: Path, b_path: P
     from tengen.config import load_config
     from tengen.gtp.engine_match import elo_difference, wilson_interval
     from tengen.nn.evaluator import make_evaluator
-    from tengen.search.net_match import MatchRunner, NetMatchSettings
+    from tengen.gate.match import MatchRunner, NetMatchSettings
 
     config = load_config(preset, env={})
     settings = NetMatchSettings.from_config(config)

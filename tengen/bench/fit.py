@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _open(directory: Path, c: int):
-    from tengen.data.window import MANIFEST, Window
+    from tengen.train.window import MANIFEST, Window
 
     try:
         pos_len = int(json.loads((directory / MANIFEST).read_text())["pos_len"])

@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> dict:
     import torch
 
     from tengen.bench.nn import random_inputs
-    from tengen.infra.promotion import softmax
+    from tengen.gate.promotion import softmax
     from tengen.nn.export import export_model
     from tengen.nn.model import ARCHITECTURES, build_model
 

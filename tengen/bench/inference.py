@@ -2,7 +2,7 @@
 
 The net (default b6c96, random weights) is exported once, as `tengen models init` does. The Triton
 path is what the selfplay workers use: a local tritonserver from the nvidia-pytriton wheel (Python
-backend on the CPU, config rendered by tengen.infra.triton.render_config) started by the
+backend on the CPU, config rendered by tengen.infra.triton.repository.render_config) started by the
 benchmark in a temporary directory, and TritonEvaluator over gRPC with two batches in flight (as
 the selfplay runner keeps them: one is serialised, sent and decoded while the server computes the
 other), so the figure is throughput, not one request's latency. The baseline is the in-process
@@ -149,8 +149,10 @@ def run(args: argparse.Namespace) -> dict:
     import torch
     import tritonclient.grpc as grpcclient
 
-    from tengen.infra.triton import LocalTriton, ModelRepository, TritonEvaluator, render_config
-    from tengen.infra.promotion import agree
+    from tengen.infra.triton.client import TritonEvaluator
+    from tengen.infra.triton.repository import ModelRepository, render_config
+    from tengen.infra.triton.server import LocalTriton
+    from tengen.gate.promotion import agree
     from tengen.nn.evaluator import make_evaluator
     from tengen.nn.export import export_model
     from tengen.nn.model import build_model

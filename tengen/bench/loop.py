@@ -3,7 +3,7 @@
 The loop path is what `make run` runs: a Kafka-protocol broker, Triton serving a random net of the
 preset's architecture (the model config `tengen run` writes: the preset's instances, precision
 "auto") and one selfplay service process, all started by the bench in a temporary data dir. The
-baseline is the self-play runner of that service (tengen.search.runner) in this process at the same
+baseline is the self-play runner of that service (tengen.selfplay.runner) in this process at the same
 preset, with the same export through the in-process evaluator of the same runtime and precision
 (tengen.nn.evaluator.make_evaluator, "auto" both) with as many threads as the machine has cores,
 so neither side is slowed to make the ratio.
@@ -68,12 +68,13 @@ def run(args: argparse.Namespace) -> dict:
     from tengen.infra.kafka import ReliableProducer
     from tengen.loop.messages import announce_model, ensure_loop_topics
     from tengen.infra.process import dies_with_parent
-    from tengen.infra.triton import LocalTriton, ModelRepository
+    from tengen.infra.triton.repository import ModelRepository
+    from tengen.infra.triton.server import LocalTriton
     from tengen.loop.layout import DataDir
     from tengen.nn.evaluator import make_evaluator
     from tengen.run.bootstrap import ensure_model
     from tengen.run.ports import PortPicker
-    from tengen.search.runner import SelfplayRunner
+    from tengen.selfplay.runner import SelfplayRunner
 
     config = load_config(args.preset)
     name = config.run.model_name

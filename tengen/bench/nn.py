@@ -12,7 +12,7 @@ tengen's paths, each timed in rounds that alternate with Leela Zero's so load fr
 the machine hits all alike:
 - `torch_fp32`, `torch_bf16`, `openvino_fp32`, `openvino_bf16`: the bare in-process evaluators
   (tengen.nn.evaluator; random weights) at the batch self-play sends, one call after another;
-- `runner`: the self-play runner (tengen.search.runner) with the default evaluator
+- `runner`: the self-play runner (tengen.selfplay.runner) with the default evaluator
   (make_evaluator: OpenVINO, bf16 where the CPU has it), at the preset's games in parallel: the
   runner's batch is half of them times the leaves each game adds, the batch `make run`'s
   self-play sends.
@@ -188,8 +188,8 @@ def run(args: argparse.Namespace) -> dict:
     from tengen.config import load_config
     from tengen.nn.evaluator import OpenVINOEvaluator, TorchEvaluator, make_evaluator
     from tengen.nn.model import ARCHITECTURES, build_model
-    from tengen.search.runner import SelfplayRunner
-    from tengen.search.selfplay import SelfplaySettings
+    from tengen.selfplay.runner import SelfplayRunner
+    from tengen.selfplay.game import SelfplaySettings
 
     if not 7 <= args.board <= 19 or args.threads < 1 or args.visits < 1:
         raise SystemExit("--board must be within 7..19, --threads and --visits >= 1")

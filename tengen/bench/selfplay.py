@@ -1,6 +1,6 @@
 """`tengen bench selfplay`: positions/s and games/h of the whole self-play runner, in process.
 
-The runner (tengen.search.runner.SelfplayRunner) plays `--games` 9x9 games at once with the
+The runner (tengen.selfplay.runner.SelfplayRunner) plays `--games` 9x9 games at once with the
 preset's search settings (default `cpu`: 200/40 visits, p = 0.25, 32 games) against a randomly
 initialised net (default b6c96) through the in-process TorchEvaluator: tree work, features, the
 two halves' batches in flight, game logic and GameRecords, everything but Kafka.
@@ -69,8 +69,8 @@ def run(args: argparse.Namespace) -> dict:
     from tengen.config import load_config
     from tengen.nn.evaluator import TorchEvaluator
     from tengen.nn.model import build_model
-    from tengen.search.runner import SelfplayRunner
-    from tengen.search.selfplay import SelfplaySettings
+    from tengen.selfplay.runner import SelfplayRunner
+    from tengen.selfplay.game import SelfplaySettings
 
     if not 7 <= args.board <= 19:
         raise SystemExit("--board must be within 7..19")

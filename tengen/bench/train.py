@@ -45,9 +45,9 @@ def run(args: argparse.Namespace) -> dict:
 
     from tengen.train.learner import Learner, batch_tensors
     from tengen.config import TrainerConfig
-    from tengen.data.rows import rows_from_record
+    from tengen.train.rows import rows_from_record
     from tengen.data.synthetic import random_game
-    from tengen.data.window import Window
+    from tengen.train.window import Window
     from tengen.nn.loss import compute_loss
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))

@@ -74,7 +74,7 @@ def build_evaluator(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     model's metadata (only the name and version through Triton). Raises one of MODEL_ERRORS when
     the model cannot be loaded."""
     if args.triton:
-        from tengen.infra.triton import TritonEvaluator
+        from tengen.infra.triton.client import TritonEvaluator
 
         if args.policy == "optimistic":  # Triton serves what self-play reads
             raise ValueError("--policy optimistic needs an export run in this process, not --triton")

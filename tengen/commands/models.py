@@ -2,7 +2,7 @@
 repository and Triton hold, hot-swap an export into Triton by hand, bring a model's config to a
 preset, and prepare the repository before Triton starts.
 
-`promote` goes through the same path as gating (tengen.infra.promotion): the export is
+`promote` goes through the same path as gating (tengen.gate.promotion): the export is
 written atomically as the next version of the model, Triton loads it beside the version that
 serves now, the command waits until it reports ready, then announces it on `tengen.models` so
 selfplay workers switch to it. Nothing is written when PATH is not a valid export or when Triton
@@ -99,7 +99,7 @@ def _init(args: argparse.Namespace) -> int:
 
 # -- list -----------------------------------------------------------------------------------------
 def _read_sidecar(version_dir: Path) -> dict[str, Any]:
-    from tengen.infra.triton import EXPORT_FILENAME
+    from tengen.infra.triton.repository import EXPORT_FILENAME
 
     try:
         meta = json.loads((version_dir / f"{EXPORT_FILENAME}.json").read_text())
@@ -110,7 +110,7 @@ def _read_sidecar(version_dir: Path) -> dict[str, Any]:
 
 def _triton_states(url: str) -> tuple[dict[str, dict[int, str]] | None, str | None]:
     """(Triton's version states per model, None) or (None, why it could not be asked)."""
-    from tengen.infra.triton import model_states
+    from tengen.infra.triton.client import model_states
 
     try:
         return model_states(url, timeout_s=REACHABLE_TIMEOUT_S), None
@@ -120,7 +120,7 @@ def _triton_states(url: str) -> tuple[dict[str, dict[int, str]] | None, str | No
 
 def collect_listing(repository: Path, url: str) -> dict[str, Any]:
     """Models and versions on disk (with each version's sidecar) and Triton's view of them."""
-    from tengen.infra.triton import ModelRepository
+    from tengen.infra.triton.repository import ModelRepository
 
     states, error = _triton_states(url)
     listing: dict[str, Any] = {
@@ -178,8 +178,9 @@ def _list(args: argparse.Namespace) -> int:
 
 # -- promote --------------------------------------------------------------------------------------
 def _promote(args: argparse.Namespace) -> int:
-    from tengen.infra.promotion import ExportError, ModelServer, validate_export
-    from tengen.infra.triton import ModelRepository, TritonError
+    from tengen.gate.promotion import ExportError, ModelServer, validate_export
+    from tengen.infra.triton.errors import TritonError
+    from tengen.infra.triton.repository import ModelRepository
     from tengen.run.bootstrap import model_config
 
     export: Path = args.path
@@ -233,7 +234,9 @@ def _promote(args: argparse.Namespace) -> int:
 
 # -- configure ------------------------------------------------------------------------------------
 def _configure(args: argparse.Namespace) -> int:
-    from tengen.infra.triton import ModelRepository, TritonError, load_model
+    from tengen.infra.triton.client import load_model
+    from tengen.infra.triton.errors import TritonError
+    from tengen.infra.triton.repository import ModelRepository
     from tengen.run.bootstrap import configure_model
 
     model = args.model or settings(args).run.model_name
@@ -269,7 +272,8 @@ def _prepare(args: argparse.Namespace) -> int:
     there at its start), and the latest version is announced for the selfplay workers."""
     import threading
 
-    from tengen.infra.triton import ModelRepository, TritonError
+    from tengen.infra.triton.errors import TritonError
+    from tengen.infra.triton.repository import ModelRepository
     from tengen.run.bootstrap import ensure_model
 
     config = settings(args)

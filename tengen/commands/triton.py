@@ -37,7 +37,9 @@ def _resolve_port(args: argparse.Namespace, kind: str) -> int | None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from tengen.infra.triton import LocalTriton, ModelRepository, TritonError
+    from tengen.infra.triton.errors import TritonError
+    from tengen.infra.triton.repository import ModelRepository
+    from tengen.infra.triton.server import LocalTriton
     from tengen.loop.layout import DataDir
 
     repo = ModelRepository(repository_path(args))  # created when missing: an empty one serves nothing yet

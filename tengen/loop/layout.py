@@ -2,17 +2,17 @@
 
 ```
 <data_dir>/
-  models/<model>/<version>/model.pt   the Triton model repository (tengen.infra.triton)
+  models/<model>/<version>/model.pt   the Triton model repository (tengen.infra.triton.repository)
   triton/                             a local Triton's working tree and log (LocalTriton)
   candidates/candidate-<samples>.pt   the trainer's exports, gating's input (tengen.loop.messages)
-  trainer/window/                     the growing window (tengen.data.window)
+  trainer/window/                     the growing window (tengen.train.window)
   trainer/checkpoint.pt               the learner's state
   tensorboard/trainer/                the trainer's TensorBoard events
   sgf/v<N>/<game id>.sgf              self-play games by the version that played them
   selfplay/outbox/<worker>/           each worker's published games not yet committed
-  gating/decisions.jsonl              one line per decided candidate (services.gating.ledger)
+  gating/decisions.jsonl              one line per decided candidate (tengen.gate.ledger)
   gating/matches/<candidate>.jsonl    each match's games
-  strength/results.jsonl              games against GNU Go while the loop runs (tengen.gtp.strength)
+  strength/results.jsonl              games against GNU Go while the loop runs (tengen.strength.measure)
   strength/sgf/v<N>/                  their SGFs
   ratings.sqlite, ratings.token       the ratings store without Postgres, and its write token
   logs/, run.json, run.lock           `tengen run`'s logs, state and lock

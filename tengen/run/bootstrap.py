@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from tengen.config import Config
-from tengen.infra.triton import ModelRepository, render_config
+from tengen.infra.triton.repository import ModelRepository, render_config
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from tengen.config import Config
-from tengen.data.window import IDS, Window, WindowError
+from tengen.train.window import IDS, Window, WindowError
 from tengen.loop.messages import GAMES_TOPIC
 from tengen.infra.outbox import spooled_keys
 from tengen.infra.process import marked_processes, stop_marked

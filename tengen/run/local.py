@@ -34,7 +34,8 @@ from tengen.config import Config
 from tengen.gtp.gnugo import anchor_name
 from tengen.infra.broker import LocalBroker
 from tengen.infra.process import marking_descendants, stop_marked
-from tengen.infra.triton import LocalTriton, ModelRepository
+from tengen.infra.triton.repository import ModelRepository
+from tengen.infra.triton.server import LocalTriton
 from tengen.loop.layout import DataDir
 from tengen.ratings.config import load_or_create_token
 from tengen.run.bootstrap import ensure_model

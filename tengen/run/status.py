@@ -12,7 +12,7 @@ Sources, none of them a new API:
   reports ready (a promotion writes the version first and loads it after, ~30 s on a CPU box).
 - the served version's export sidecar: the samples it was trained on, so the lag behind the
   trainer (samples trained minus the served version's) shows how fresh self-play's net is.
-- `<data_dir>/strength/results.jsonl` (tengen.gtp.strength): the newest version's results against
+- `<data_dir>/strength/results.jsonl` (tengen.strength.measure): the newest version's results against
   GNU Go.
 - the ratings service over gRPC: the top of the leaderboard.
 Anything that cannot be read right now shows as "-" (a service still starting is no error).
@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from tengen.config import Config
-from tengen.data.window import IDS, MANIFEST, window_size
-from tengen.gtp.strength import StrengthResult, latest_results
-from tengen.infra.triton import version_export_path
+from tengen.train.window import IDS, MANIFEST, window_size
+from tengen.strength.measure import StrengthResult, latest_results
+from tengen.infra.triton.repository import version_export_path
 from tengen.loop.layout import DataDir, candidate_samples
 from tengen.nn.export import export_samples
 from tengen.run.supervisor import ChildState
@@ -200,7 +200,7 @@ class StatusReader:
     def _read_serving(self) -> int | None:
         if not self.triton_url:
             return None
-        from tengen.infra.triton import model_states
+        from tengen.infra.triton.client import model_states
 
         try:
             states = model_states(self.triton_url, timeout_s=METRICS_TIMEOUT_S * 2)
@@ -252,7 +252,7 @@ def format_gating(decision: dict[str, Any] | None) -> str:
     if not decision:
         return "no decision yet"
     candidate = decision.get("candidate", "?")
-    draws = decision.get("draws") or 0  # wins-losses-draws, as services.gating.decision.Score prints it
+    draws = decision.get("draws") or 0  # wins-losses-draws, as tengen.gate.decision.Score prints it
     score = (f"{decision.get('wins', '?')}-{decision.get('losses', '?')}" + (f"-{draws}" if draws else "")
              + f" of {decision.get('games', '?')}")
     if decision.get("promoted"):

@@ -2,7 +2,7 @@
 
 `run(board, evaluator, visits)` is the simplest use of `tengen.search.mcts.Tree`: it gathers up to
 `leaves_per_batch` leaves (virtual loss keeps them apart), evaluates them as one batch and backs
-them up until the root has its visits. The self-play runner (tengen.search.runner) does the same
+them up until the root has its visits. The self-play runner (tengen.selfplay.runner) does the same
 for many games at once.
 """
 from __future__ import annotations

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from tengen.config import TrainerConfig
-from tengen.data.window import Batch, Window
+from tengen.train.window import Batch, Window
 from tengen.nn.loss import LossWeights, Targets, compute_training_loss
 from tengen.nn.model import (OPTIMISTIC_POLICY_PREFIXES, SHORT_TERM_PREFIXES, SOFT_POLICY_PREFIX, KataGoNet,
                              build_model)

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tengen.data.rows import TrainingRows
+from tengen.train.rows import TrainingRows
 from tengen.go import planes, symmetry
 from tengen.infra.files import fsync_dir
 

@@ -13,7 +13,7 @@ that also has `infer(spatial, globals)` returning an object with `.outputs` and 
 positions.
 
 `BatchedRunner` is that loop for any game generator; it also drives games between two nets
-(tengen.search.net_match: one tree per side, each side's leaves batched for its own evaluator).
+(tengen.gate.match: one tree per side, each side's leaves batched for its own evaluator).
 `SelfplayRunner` plays SelfPlayGames with one evaluator.
 """
 from __future__ import annotations
@@ -27,13 +27,13 @@ from typing import Any, Callable, Generator, Iterator, Sequence
 import numpy as np
 
 from tengen.config import Config, SearchConfig
-from tengen.data.rows import row_count
+from tengen.train.rows import row_count
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
 from tengen.nn.evaluator import Evaluator
 from tengen.proto import game_pb2
 from tengen.search.mcts import NNCache, Tree, backup_batch, select_batch
 from tengen.search.single_search import new_tree
-from tengen.search.selfplay import GameSteps, SelfPlayGame, SelfplaySettings
+from tengen.selfplay.game import GameSteps, SelfPlayGame, SelfplaySettings
 
 
 @dataclass

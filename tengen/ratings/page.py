@@ -114,7 +114,7 @@ def version_number(row: RatingRow) -> int | None:
 
 
 def games_url(row: RatingRow) -> str | None:
-    """The page of a model version's games (services.ratings.games_page), or None."""
+    """The page of a model version's games (tengen.ratings.games_page), or None."""
     version = version_number(row)
     return None if version is None else f"/games/v{version}"
 

@@ -1,7 +1,7 @@
 """Games between two nets with gating's settings (KataGo paper §6.2.4, Appendices D and E).
 
 `MatchGame(trees, settings, index, seed).play()` is a generator like SelfPlayGame's: it sets up a
-search on the tree of the side to move and yields; tengen.search.runner runs it. Each side has a
+search on the tree of the side to move and yields; tengen.selfplay.runner runs it. Each side has a
 tree of its own (and through it its own NN cache, since the nets differ): after every move both
 trees advance, so each side's next search reuses what it had searched below the new position.
 
@@ -19,7 +19,7 @@ rules, so each side plays both colours under the same conditions.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generator, Iterator, Sequence
 
 import numpy as np
@@ -29,9 +29,9 @@ from tengen.go import passalive
 from tengen.go.board import BLACK, WHITE, Board
 from tengen.nn.evaluator import Evaluator
 from tengen.search.mcts import NNCache, Tree
-from tengen.search.runner import BatchedRunner, Slot, per_evaluator
+from tengen.selfplay.runner import BatchedRunner, Slot, per_evaluator
 from tengen.search.single_search import read_result
-from tengen.search.selfplay import move_temperature, random_rules, sample_by_visits
+from tengen.selfplay.game import move_temperature, random_rules, sample_by_visits
 
 # How a match game ended.
 END_RESIGN = "resign"
@@ -42,15 +42,18 @@ END_MOVE_CAP = "move cap"
 
 @dataclass
 class NetMatchSettings:
-    board_sizes: list[int] = field(default_factory=lambda: [9])
-    board_size_weights: list[float] = field(default_factory=lambda: [1.0])
-    komi: float = 7.5
-    visits: int = 300
-    temperature_start: float = 0.5
-    temperature_end: float = 0.2
+    """How two nets play each other. The fields without a default are the preset's (their defaults
+    live in tengen.config only: build this with `from_config`); resigning is the paper's."""
+
+    board_sizes: list[int]
+    board_size_weights: list[float]
+    komi: float
+    visits: int
+    temperature_start: float
+    temperature_end: float
+    max_moves_factor: float
     resign_winrate: float = 0.05
     resign_turns: int = 5
-    max_moves_factor: float = 3.0
 
     @classmethod
     def from_config(cls, config: Config) -> "NetMatchSettings":

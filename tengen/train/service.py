@@ -12,7 +12,7 @@ position) is written after every snapshot, every `checkpoint_every_s` and on shu
 kill loses is at most the training since the last checkpoint, never data: rows are durable
 before their offsets are committed, and the window dedupes the redelivered games.
 
-Files under `<data_dir>/`: `trainer/window/` (tengen.data.window), `trainer/checkpoint.pt`,
+Files under `<data_dir>/`: `trainer/window/` (tengen.train.window), `trainer/checkpoint.pt`,
 `candidates/`, `tensorboard/trainer/` (every loss term, learning rate, window size, samples/s).
 HTTP on `http_port`: `/healthz` (200 while the loop turns and trains on finite losses) and
 `/metrics` (Prometheus).
@@ -35,7 +35,7 @@ from tengen.train.ingest import IngestStats, ingest
 from tengen.train.learner import Learner, NonFiniteError
 from tengen.config import Config
 from tengen.loop.messages import CandidateAnnouncement, wait_for_loop_topics
-from tengen.data.window import Window
+from tengen.train.window import Window
 from tengen.loop.layout import DataDir, candidate_name
 from tengen.infra.health import HealthServer
 from tengen.infra.kafka import GroupConsumer, ReliableProducer

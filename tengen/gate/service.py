@@ -7,7 +7,7 @@ to CANDIDATE_SCAN records at a time, decided in order). For each candidate:
    and no match under way is decided unplayed as "superseded": a gate slower than the trainer
    plays the newest net instead of falling ever further behind.
 1. Skip it when `decisions.jsonl` already has a decision about it (a redelivery after a crash).
-2. Check the export (tengen.infra.promotion.validate_export); a broken one is rejected with the
+2. Check the export (tengen.gate.promotion.validate_export); a broken one is rejected with the
    reason, never loaded. One that Triton serves otherwise than the export computes (the check of
    steps 4 and 6) is rejected too, not retried: its answers are the same on every try.
 3. The opponent is the current model: the latest version of `run.model_name` announced on
@@ -16,11 +16,11 @@ to CANDIDATE_SCAN records at a time, decided in order). For each candidate:
 4. Load the candidate into Triton as a version of `<model>-candidate` in the same repository
    (written atomically, loaded, checked to answer like the export; older candidate versions are
    removed from disk first so the model keeps at most two).
-5. Play the match (tengen.search.net_match: Appendix D settings, both colours equally, batched through
+5. Play the match (tengen.gate.match: Appendix D settings, both colours equally, batched through
    the self-play runner, one TritonEvaluator per side), each finished game appended and fsynced to
-   `matches/<candidate>.jsonl` with a progress line; stop once decided (services.gating.decision).
+   `matches/<candidate>.jsonl` with a progress line; stop once decided (tengen.gate.decision).
 6. On a pass, promote through exactly `tengen models promote`'s hot swap
-   (tengen.infra.promotion.ModelServer.promote: atomic write as the next version, load beside the
+   (tengen.gate.promotion.ModelServer.promote: atomic write as the next version, load beside the
    serving one, wait ready, check, announce on `tengen.models`).
 7. Append the decision (the score over every finished game, the reason naming what decided it,
    the version) to `decisions.jsonl`, fsynced; only then commit the candidate's offset.
@@ -36,7 +36,7 @@ file newer than every decided candidate and every announcement seen is gated as 
 Crash safety: a crash mid-match resumes it from the match file when its opponent is still the
 current model (else the match starts again). A crash after the promotion's write but before the
 decision line is finished on restart without a second version: the repository is searched for a
-version newer than the opponent holding the candidate's bytes (tengen.infra.promotion
+version newer than the opponent holding the candidate's bytes (tengen.gate.promotion
 .ModelServer.written_version). Triton or the broker down: the candidate is retried with backoff.
 SIGTERM/SIGINT: the game batches in flight finish, games in progress are dropped (the finished
 ones are on disk), nothing is committed that is not decided.
@@ -54,21 +54,23 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from services.gating.decision import Score, Verdict, decide
-from services.gating.ledger import DecisionLog, MatchFile, check_candidate_name
+from tengen.gate.decision import Score, Verdict, decide
+from tengen.gate.ledger import DecisionLog, MatchFile, check_candidate_name
 from tengen.config import Config
 from tengen.loop.messages import CandidateAnnouncement, candidate_player, version_player, wait_for_loop_topics
 from tengen.infra.health import HealthServer
 from tengen.infra.kafka import Backoff, GroupConsumer, KafkaAdapterError, ReliableProducer
 from tengen.loop.messages import CANDIDATES_TOPIC, latest_model_version
-from tengen.infra.promotion import ExportError, ModelServer, ServedMismatch, validate_export
-from tengen.infra.triton import ModelRepository, TritonError, TritonEvaluator, wait_version_ready
+from tengen.gate.promotion import ExportError, ModelServer, ServedMismatch, validate_export
+from tengen.infra.triton.client import TritonEvaluator, wait_version_ready
+from tengen.infra.triton.errors import TritonError
+from tengen.infra.triton.repository import ModelRepository
 from tengen.loop.layout import DataDir
 from tengen.nn.export import export_samples, sidecar_path
 from tengen.ratings.records import GameReport, PlayerInfo, RatingsError
 from tengen.ratings.report import Reporter, ratings_reporter
 from tengen.run.bootstrap import model_config
-from tengen.search.net_match import MatchGameResult, MatchRunner, NetMatchSettings
+from tengen.gate.match import MatchGameResult, MatchRunner, NetMatchSettings
 
 log = logging.getLogger("services.gating")
 

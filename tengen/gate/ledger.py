@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 from tengen.infra.files import fsync_dir
 from tengen.loop.layout import DataDir
-from tengen.search.net_match import MatchGameResult
+from tengen.gate.match import MatchGameResult
 
 log = logging.getLogger("services.gating")
 

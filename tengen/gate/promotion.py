@@ -3,7 +3,7 @@ one ModelServer per served model.
 
 Callers first run `validate_export` (the export loads, has this code's input planes and answers
 with the four outputs), so a broken file never reaches the repository. `ModelServer.load` then has
-tengen.infra.triton.promote write it atomically as the next version, load it beside the serving
+load_new_version write it atomically as the next version, load it beside the serving
 one, wait until it is ready and check that Triton answers two fixed positions like the export
 does (catching a Triton that reads another repository); `ModelServer.promote` finally tells the
 selfplay workers on `tengen.models` (tengen.loop.messages.announce_model).
@@ -13,6 +13,7 @@ recorded) is found by its bytes and finished instead of written again.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -22,17 +23,11 @@ from typing import Any, Callable
 import numpy as np
 
 from tengen.infra.kafka import ReliableProducer
-from tengen.loop.messages import announce_model
 from tengen.infra.shm import output_shapes
-from tengen.infra.triton import (
-    ModelRepository,
-    TritonError,
-    TritonEvaluator,
-    load_model,
-    promote,
-    ready_versions,
-    wait_version_ready,
-)
+from tengen.infra.triton.client import TritonEvaluator, load_model, model_states, ready_versions, wait_version_ready
+from tengen.infra.triton.errors import TritonError
+from tengen.infra.triton.repository import ModelRepository
+from tengen.loop.messages import announce_model
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +123,34 @@ def _same_points(served: np.ndarray, export_fp32: np.ndarray) -> bool:
     return bool(np.abs(served - export_fp32).max() <= 0.5 + 0.02 * np.abs(export_fp32).max())
 
 
+def load_new_version(repository: ModelRepository, url: str, model: str, export_path: str | os.PathLike[str],
+            timeout_s: float = 300.0, check: Callable[[int], None] | None = None) -> int:
+    """The hot swap's server side: write the export as the next version, load it beside the serving
+    one, wait until it is ready, return its number. `check(version)`, when given, runs once the
+    version is ready and raises if it does not serve what it should. A version that fails to load
+    or the check is removed again, leaving the repository as it was. Announce the version on
+    `tengen.models` afterwards (tengen.loop.messages.announce_model)."""
+    version = repository.write_version(model, export_path)
+    try:
+        load_model(url, model, timeout_s)
+        if version not in model_states(url, timeout_s).get(model, {}):
+            # The load finished without the new version: this server reads another repository
+            # (waiting for readiness would only run into the timeout).
+            raise TritonError(f"Triton at {url} does not see {model} version {version} after loading it; "
+                              f"does it serve the repository {repository.root}?")
+        wait_version_ready(url, model, version, timeout_s)
+        if check is not None:
+            check(version)
+    except BaseException:
+        log.error("promotion of %s v%d failed; removing the version from the repository", model, version)
+        repository.remove_version(model, version)
+        with contextlib.suppress(TritonError):
+            load_model(url, model, timeout_s)  # settle Triton back on the versions still on disk
+        raise
+    log.info("promoted %s to version %d (serving, previous version still loaded)", model, version)
+    return version
+
+
 class ModelServer:
     """One model of a Triton model repository and the Triton at `url` that serves it."""
 
@@ -156,7 +179,7 @@ class ModelServer:
         check = check_served(self.url, self.model, expected)
         version = self.written_version(export, newer_than)
         if version is None:
-            return promote(self.repository, self.url, self.model, export, timeout_s=self.timeout_s, check=check)
+            return load_new_version(self.repository, self.url, self.model, export, timeout_s=self.timeout_s, check=check)
         log.info("%s is already version %d of %s (written before a restart); finishing its load",
                  export, version, self.model)
         if version not in ready_versions(self.url, self.model):

@@ -2,7 +2,7 @@
 
 Loop: every POLL_S seconds it looks at the model repository (`<data_dir>/models`, read only); when the
 newest version of `run.model_name` has not been measured and the last measurement started at least
-`strength.interval_s` ago, it measures that version (tengen.gtp.strength.measure_version: GNU Go at
+`strength.interval_s` ago, it measures that version (tengen.strength.measure.measure_version: GNU Go at
 each of `strength.gnugo_levels`, `strength.games` games each at `strength.visits` visits, every game
 to ratings, one line per level in `<data_dir>/strength/results.jsonl`). Versions promoted in
 between are skipped: the curve needs points spread over the run, not every version, and the CPU
@@ -27,9 +27,9 @@ from tengen.config import Config
 from tengen.gtp.gnugo import INSTALL_HINT, find_gnugo
 from tengen.gtp.engine_match import GameOutcome
 from tengen.ratings.report import Reporter, ratings_reporter
-from tengen.gtp.strength import measure_version, read_results
+from tengen.strength.measure import measure_version, read_results
 from tengen.infra.health import HealthServer
-from tengen.infra.triton import ModelRepository
+from tengen.infra.triton.repository import ModelRepository
 from tengen.loop.layout import DataDir
 
 log = logging.getLogger("services.strength")

@@ -15,7 +15,7 @@ from urllib.parse import quote, unquote
 
 import numpy as np
 
-from services.ratings.games import (
+from tengen.ratings.games import (
     GameLibrary,
     GameNotFound,
     GameUnreadable,

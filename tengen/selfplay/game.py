@@ -2,7 +2,7 @@
 
 `SelfPlayGame(tree, settings, seed).play()` is a generator: it sets up a search on its `Tree`
 (a full or fast move search, or a one-visit evaluation of the raw policy) and yields; whoever
-drives it (tengen.search.runner, which batches the leaves of many games) runs that search to
+drives it (tengen.selfplay.runner, which batches the leaves of many games) runs that search to
 `tree.done` and resumes it. When the game is over the generator returns its `GameRecord`.
 
 Per game (Appendix C): board size from the preset's weights; komi ~ N(mean, 1) (5%: stdev 10)
@@ -23,7 +23,7 @@ resignation: when for 5 turns the losing side's best winrate has stayed under 5%
 shrink towards n visits and their rows weigh 0.1 + 0.9 lambda (§6.2.1; see `lopsided_factor`).
 Policy surprise weighting (KataGo's "other methods" notes): with `surprise_weighting` on, each full
 search also records its policy surprise, KL(policy target || root prior), from which the trainer
-writes surprising positions into the window more often (tengen.data.rows.frequency_weights).
+writes surprising positions into the window more often (tengen.train.rows.frequency_weights).
 Side branches (§6.2.2): after 2.5% of search turns the game branches temporarily from the
 position before the move just played: an alternative move (any legal board move but the one
 played) is drawn from the net's raw policy at temperature 1 (70%), 2 (25%) or infinity (5%), and
@@ -44,13 +44,13 @@ from __future__ import annotations
 
 import math
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Generator
 
 import numpy as np
 
 from tengen.config import Config
-from tengen.data.rows import MAX_POLICY_SURPRISE
+from tengen.train.rows import MAX_POLICY_SURPRISE
 from tengen.go import passalive
 from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.rules import Rules
@@ -64,23 +64,25 @@ GameSteps = Generator[None, None, game_pb2.GameRecord]
 
 @dataclass
 class SelfplaySettings:
-    """Everything a game needs to know; `from_config` reads a preset, the rest are the paper's."""
+    """Everything a game needs to know. The fields without a default are the preset's (their
+    defaults live in tengen.config only: build this with `from_config`); the rest are the paper's."""
 
-    board_sizes: list[int] = field(default_factory=lambda: [9])
-    board_size_weights: list[float] = field(default_factory=lambda: [1.0])
-    komi_mean: float = 7.0
-    komi_stdev: float = 1.0
-    wide_komi_prob: float = 0.05
+    board_sizes: list[int]
+    board_size_weights: list[float]
+    komi_mean: float
+    komi_stdev: float
+    wide_komi_prob: float
+    handicap_prob: float
+    max_moves_factor: float
+    full_visits: int
+    fast_visits: int
+    full_search_prob: float
+    temperature_start: float
+    temperature_end: float
+    surprise_weighting: bool  # record each full search's policy surprise (module docstring)
     wide_komi_stdev: float = 10.0
-    handicap_prob: float = 0.05
     handicap_compensation_prob: float = 0.9
     komi_compensation_rounds: int = 3
-    max_moves_factor: float = 3.0
-    full_visits: int = 600
-    fast_visits: int = 100
-    full_search_prob: float = 0.25
-    temperature_start: float = 0.8
-    temperature_end: float = 0.2
     opening_moves_mean: float = 0.04  # x B^2
     permanent_branch_prob: float = 0.05
     permanent_branch_turn_mean: float = 0.025  # x B^2
@@ -93,7 +95,6 @@ class SelfplaySettings:
     # (probability, temperature) of the raw policy the alternative move is drawn from
     side_branch_temperatures: tuple[tuple[float, float], ...] = ((0.7, 1.0), (0.25, 2.0), (0.05, math.inf))
     side_branch_continue_prob: float = 0.25  # a branch goes on for another search
-    surprise_weighting: bool = True  # record each full search's policy surprise (module docstring)
 
     @classmethod
     def from_config(cls, config: Config) -> "SelfplaySettings":

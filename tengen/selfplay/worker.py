@@ -4,7 +4,7 @@ Start-up waits, with backoff and a log line per state, for the broker (the proje
 created if missing), for `tengen.models` to announce a version of `run.model_name`
 (tengen.loop.messages.ModelWatcher reads the compacted topic from its start, so a worker that starts
 later learns the current version), and for Triton to report that version READY. Then
-tengen.search.runner.SelfplayRunner plays `selfplay.games_in_parallel` games at a time against a
+tengen.selfplay.runner.SelfplayRunner plays `selfplay.games_in_parallel` games at a time against a
 TritonEvaluator pinned to that version.
 
 Hot swap: a new announcement re-pins the evaluator (`set_version`); requests already sent finish
@@ -23,7 +23,7 @@ group has committed it, and is sent again when a broker restart lost it; the tra
 byte-identical copy of a game it already has. A full outbox (the trainer down for long) pauses the
 games.
 
-Publishing: every finished game is checked with tengen.data.rows.validate (the trainer's own
+Publishing: every finished game is checked with tengen.train.rows.validate (the trainer's own
 check; a failure is logged and counted, never published), sampled games are written as SGF under
 `<data_dir>/sgf/v<version>/`, and the record goes to `tengen.games` through ReliableProducer
 (acks=all, key = game id, buffered and resent while the broker is down; a resend keeps its id).
@@ -60,15 +60,16 @@ from prometheus_client.registry import Collector
 
 from tengen.config import Config
 from tengen.data.record_sgf import write_record_sgf
-from tengen.data.rows import RecordError, row_count, validate
+from tengen.train.rows import RecordError, row_count, validate
 from tengen.infra.health import HealthServer
 from tengen.infra.kafka import Backoff, BufferFullError, ReliableProducer
 from tengen.loop.messages import GAMES_TOPIC, ModelAnnouncement, ModelWatcher, TRAINER_GROUP, wait_for_loop_topics
 from tengen.infra.outbox import Outbox
-from tengen.infra.triton import TritonError, TritonEvaluator, model_states
+from tengen.infra.triton.client import TritonEvaluator, model_states
+from tengen.infra.triton.errors import TritonError
 from tengen.loop.layout import DataDir
 from tengen.proto import game_pb2
-from tengen.search.runner import SelfplayRunner
+from tengen.selfplay.runner import SelfplayRunner
 
 log = logging.getLogger("services.selfplay")
 

@@ -5,7 +5,7 @@ HTTP routes:
     GET  /api/leaderboard     ?n=N&prior_draws=X      JSON
     GET  /api/player/NAME     ?prior_draws=X          JSON (NAME percent-encoded)
     GET  /api/history         ?prior_draws=X          JSON
-    GET  /games               versions with games to watch (services.ratings.games: the games dir)
+    GET  /games               versions with games to watch (tengen.ratings.games: the games dir)
     GET  /games/vN            version N's sampled self-play games and its gating matches
     GET  /games/selfplay/vN/ID        ?move=K   a self-play game as a board at move K; ID.sgf: the SGF
     GET  /games/gating/CANDIDATE/I    ?move=K   game I of a gating match; I.sgf: the SGF
@@ -39,10 +39,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import grpc
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from services.ratings.api import DatabaseUnavailable, RatingsApi
-from services.ratings.games import GameLibrary
-from services.ratings.games_page import serve_games
-from services.ratings.page import render_page
+from tengen.ratings.api import DatabaseUnavailable, RatingsApi
+from tengen.ratings.games import GameLibrary
+from tengen.ratings.games_page import serve_games
+from tengen.ratings.page import render_page
 from tengen.proto import ratings_pb2 as pb
 from tengen.proto import ratings_pb2_grpc as pb_grpc
 from tengen.ratings import wire

@@ -5,7 +5,7 @@ Kubernetes mount at /data):
 
 - `sgf/v<N>/<game id>.sgf`: self-play's sampled games of version N (services.selfplay);
 - `gating/matches/<candidate>.jsonl`: each gating match, one line per game with its moves
-  (services.gating.ledger, tengen.search.net_match.MatchGameResult), and `gating/decisions.jsonl`,
+  (tengen.gate.ledger, tengen.gate.match.MatchGameResult), and `gating/decisions.jsonl`,
   which says which candidate became which version.
 
 Version N's gating games are those of the matches it defended (opponent_version N) and the match
@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from services.gating.ledger import MatchFile, check_candidate_name, read_lines
+from tengen.gate.ledger import MatchFile, check_candidate_name, read_lines
 from tengen.go.board import BLACK, WHITE
 from tengen.go.rules import parse_rules
 from tengen.go.sgf import SgfError, SgfGame, read_game, write_game
 from tengen.loop.layout import DataDir
 from tengen.ratings.records import InvalidRequest, RatingsError
-from tengen.search.net_match import END_RESIGN, MatchGameResult
+from tengen.gate.match import END_RESIGN, MatchGameResult
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 candidate -> self-play, every candidate taking over self-play at once (no gating).
 
 It is the same data flow as the distributed loop (DESIGN.md) with the same pieces: the self-play
-runner (tengen.search.runner) on an in-process TorchEvaluator instead of Triton, each finished
-GameRecord replayed into rows (tengen.data.rows) and appended to a window (tengen.data.window)
+runner (tengen.selfplay.runner) on an in-process TorchEvaluator instead of Triton, each finished
+GameRecord replayed into rows (tengen.train.rows) and appended to a window (tengen.train.window)
 instead of going through Kafka, and a learner (the trainer's tengen.train.learner.Learner,
 passed in: the library does not import services) that trains on the window and makes SWA
 candidates. It exists for tests and diagnosis of what the loop learns at a preset, e.g. whether
@@ -25,12 +25,12 @@ from typing import Callable, Iterable, Protocol
 import numpy as np
 
 from tengen.config import Config
-from tengen.data.rows import window_rows
-from tengen.data.window import Window
+from tengen.train.rows import window_rows
+from tengen.train.window import Window
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.model import KataGoNet
 from tengen.proto import game_pb2
-from tengen.search.runner import SelfplayRunner
+from tengen.selfplay.runner import SelfplayRunner
 
 
 class Learner(Protocol):

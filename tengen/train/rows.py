@@ -34,7 +34,7 @@ gives the same rows. The rows' loss weights do not change.
 Boards smaller than the buffer (`pos_len`) sit in its top-left corner, the rest zero, and policy
 vectors are indexed `y * pos_len + x` with pass last, so rows of every board size share one array
 layout (the net masks the rest, paper §4.3). Random symmetries are applied when sampling
-(tengen.data.window), not here.
+(tengen.train.window), not here.
 """
 from __future__ import annotations
 
