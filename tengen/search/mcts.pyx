@@ -22,7 +22,7 @@ Search (paper §5.1-5.4):
   noise, alpha = total / legal moves, or shaped (KataGo's later runs): half the total spread
   uniformly, half in proportion to max(0, log min(0.01, P) - mean over the legal moves of that
   log), which favours moves the policy rates low but still far above the hopeless ones; forced playouts n = sqrt(2 P sum N) when `forced_playouts` is on (policy target pruning is
-  `tengen.search.search.prune_visits`).
+  `tengen.search.single_search.prune_visits`).
 - Utility = P(win) - P(loss) + c_score E[(2/pi) atan((x - x0) / B)] for a score x ~ N(mu, sigma^2)
   predicted by the net, x0 = the root's predicted score mean at the start of the search, B the
   board's side (sqrt of its area); the expectation comes from a table interpolated bilinearly in
@@ -46,7 +46,7 @@ of the leaf (the evaluator's `uncertainty` output: squared errors of win - loss 
 so a playout of uncertainty C - C/W_max = 0.219 utility counts as one, a certain one as W_max (the
 baseline C/W_max caps it); terminal nodes count W_max once the net has given an uncertainty. A
 negative uncertainty (a net without the error heads) gives w = 1. Visit counts stay whole numbers: the search's budget, forced playouts and
-the policy target (tengen.search.search) read them, never the weights.
+the policy target (tengen.search.single_search) read them, never the weights.
 
 Variance-scaled cPUCT (`cpuct_variance_scaling`; KataGo's v1.9): the cpuct of the choice at node n
 is multiplied by 1 + k (sd / sd0 - 1), sd the stdev of the utilities of n's playouts with a prior
