@@ -5,7 +5,7 @@ against GNU Go at each configured level through the match runner (colours altern
 rules engine referees), reports every game to ratings (GNU Go as the anchor `gnugo-l<level>`, the
 version as `<model>-v<N>` with its training samples: the names gating uses, so the gating chain and
 these games form one rating scale tied to GNU Go), and appends one line per level to
-`<data_dir>/strength/results.jsonl`. The loop's strength service (services.strength) calls it as
+`<data_dir>/strength/results.jsonl`. The loop's strength service (tengen.strength.service) calls it as
 the run goes; the status view and `tengen run`'s summary read the file.
 """
 from __future__ import annotations
