@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from tengen.config import ENV_ALIASES, PRESET_ENV, Config, KafkaConfig, RatingsConfig, TritonConfig, load_config
+from tengen.config import Config, ENV_ALIASES, KafkaConfig, PRESET_ENV, RatingsConfig, TritonConfig, load_config
 
 REPO = Path(__file__).resolve().parent.parent
 APP_ROOT = PurePosixPath("/app")  # where docker/Dockerfile puts the checkout in the image

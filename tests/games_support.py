@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tengen.gate.ledger import DecisionLog, MatchFile
 from tengen.config import load_config
 from tengen.data.record_sgf import write_record_sgf
 from tengen.data.synthetic import random_game
+from tengen.gate.ledger import DecisionLog, MatchFile
+from tengen.gate.match import MatchGameResult, MatchRunner, NetMatchSettings
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.model import build_model
-from tengen.gate.match import MatchGameResult, MatchRunner, NetMatchSettings
 
 CANDIDATE = "candidate-000000004096"
 OLD_CANDIDATE = "candidate-000000002048"

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 import torch
 
-from tengen.go.board import BLACK, WHITE, Board
+from tengen.go.board import BLACK, Board, WHITE
 from tengen.gtp.analysis_engine import AnalysisEngine, create_engine, parse_kata_rules, tengen_rules
 from tengen.gtp.batching import BatchingEvaluator
 from tengen.gtp.protocol import parse_vertex

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 
 from tengen.config import load_config
-from tengen.train.rows import rows_from_record
 from tengen.data.synthetic import random_game
-from tengen.train.window import Window
 from tengen.infra.outbox import Outbox
-from tengen.run.chaos import Drill, spooled_ids
 from tengen.loop.layout import DataDir
+from tengen.run.chaos import Drill, spooled_ids
+from tengen.train.rows import rows_from_record
+from tengen.train.window import Window
 
 
 def test_spooled_games_count_as_acknowledged(tmp_path: Path) -> None:

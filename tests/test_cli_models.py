@@ -22,9 +22,9 @@ import pytest
 import torch
 
 from tengen.cli import main
-from tengen.loop.messages import latest_model_version
 from tengen.infra.triton.client import load_model, ready_versions
 from tengen.infra.triton.repository import ModelRepository, render_config
+from tengen.loop.messages import latest_model_version
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.export import export_model, sidecar_path
 from tengen.nn.model import build_model

@@ -6,9 +6,9 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from tengen.train.rows import RecordError, decode, validate
 from tengen.data.synthetic import random_game
 from tengen.proto import game_pb2, generate
+from tengen.train.rows import RecordError, decode, validate
 
 
 @pytest.fixture(scope="module")

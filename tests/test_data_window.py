@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tengen.go import planes, symmetry
 from tengen.train.rows import TrainingRows
 from tengen.train.window import Window, window_size
-from tengen.go import planes, symmetry
 
 POS_LEN = 9
 

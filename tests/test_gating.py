@@ -29,23 +29,29 @@ import pytest
 import torch
 from torch import nn
 
+from tengen.config import Config, load_config
 from tengen.gate.decision import Score, decide, sprt_bounds, sprt_llr
 from tengen.gate.ledger import DECISION_FIELDS, DecisionLog, MatchFile, append_line, read_lines
+from tengen.gate.match import MatchGameResult, MatchRunner, NetMatchSettings, resigning_color
 from tengen.gate.service import GatingService
-from tengen.loop.messages import candidate_player, ensure_loop_topics, version_player
-from tengen.config import Config, load_config
-from tengen.loop.messages import CandidateAnnouncement
 from tengen.go.board import BLACK, WHITE
 from tengen.infra.broker import LocalBroker, free_port
 from tengen.infra.kafka import ReliableProducer, TopicSpec, ensure_topics
-from tengen.loop.messages import CANDIDATES_TOPIC, announce_model, latest_model_version
 from tengen.infra.triton.client import load_model, ready_versions
 from tengen.infra.triton.repository import ModelRepository, render_config
+from tengen.loop.messages import (
+    CANDIDATES_TOPIC,
+    CandidateAnnouncement,
+    announce_model,
+    candidate_player,
+    ensure_loop_topics,
+    latest_model_version,
+    version_player,
+)
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.export import export_model, sidecar_path
 from tengen.nn.model import InferenceNet, build_model
 from tengen.ratings.store import RatingsStore
-from tengen.gate.match import MatchGameResult, MatchRunner, NetMatchSettings, resigning_color
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = load_config("tiny")

@@ -16,8 +16,8 @@ import pytest
 import torch
 from torch import nn
 
-from tengen.infra.triton import repository as tr
 from tengen.gate.promotion import load_new_version
+from tengen.infra.triton import repository as tr
 from tengen.infra.triton.client import TritonEvaluator, load_model, ready_versions
 from tengen.infra.triton.errors import TritonError, UnknownModelError
 from tengen.infra.triton.repository import ModelRepository, render_config

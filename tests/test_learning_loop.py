@@ -24,14 +24,14 @@ from typing import Iterator
 import pytest
 import torch
 
-from tengen.train.learner import Learner
 from tengen.config import Config, load_config
-from tengen.train.window import Window
+from tengen.gate.match import MatchRunner, NetMatchSettings
 from tengen.gtp.engine_match import wilson_interval
 from tengen.nn.evaluator import TorchEvaluator
-from tengen.train.learning_loop import LoopResult, learn_in_process, pass_counts
-from tengen.gate.match import MatchRunner, NetMatchSettings
 from tengen.selfplay.runner import SelfplayRunner
+from tengen.train.learner import Learner
+from tengen.train.learning_loop import LoopResult, learn_in_process, pass_counts
+from tengen.train.window import Window
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # the loop runs in the first test's setup
 

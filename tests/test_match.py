@@ -14,7 +14,14 @@ from tengen.cli import main
 from tengen.go.passalive import final_score, result_string
 from tengen.go.sgf import read_game, replay
 from tengen.gtp.client import CommandFailed, EngineDied, EngineTimeout, GtpClient
-from tengen.gtp.engine_match import EngineSpec, Match, EngineMatchSettings, elo_difference, parse_engine_score, wilson_interval
+from tengen.gtp.engine_match import (
+    EngineMatchSettings,
+    EngineSpec,
+    Match,
+    elo_difference,
+    parse_engine_score,
+    wilson_interval,
+)
 from tengen.nn.export import export_model
 from tengen.nn.model import build_model
 from tengen.ratings.config import sqlite_url

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
+from tengen.gate.promotion import softmax
 from tengen.go.features import encode
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
 from tengen.go.sgf import iter_boards, read_game
-from tengen.gate.promotion import softmax
 from tengen.nn.evaluator import TorchEvaluator
 
 DATA = Path(__file__).parent / "data"

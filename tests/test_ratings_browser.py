@@ -15,12 +15,12 @@ import pytest
 from games_support import CANDIDATE, SELFPLAY_IDS, make_games_dir
 from playwright import sync_api
 
-from tengen.ratings.api import RatingsApi
-from tengen.ratings.server import RatingsServer
 from tengen.go.board import BLACK, WHITE
 from tengen.go.sgf import iter_boards, move_to_gtp, read_game
+from tengen.ratings.api import RatingsApi
 from tengen.ratings.book import RatingsBook
 from tengen.ratings.records import GameReport, PlayerInfo
+from tengen.ratings.server import RatingsServer
 from tengen.ratings.store import RatingsStore
 
 PLAYERS = [PlayerInfo("tengen-v1", "model", 1000), PlayerInfo("tengen-v2", "model", 2000),

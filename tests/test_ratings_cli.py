@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tengen.ratings.api import RatingsApi
-from tengen.ratings.server import RatingsServer
 from tengen.cli import main
+from tengen.ratings.api import RatingsApi
 from tengen.ratings.book import RatingsBook
+from tengen.ratings.server import RatingsServer
 from tengen.ratings.store import RatingsStore
 
 CSV = """game_id,black,white,winner,date

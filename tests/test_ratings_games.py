@@ -18,21 +18,21 @@ from pathlib import Path
 import pytest
 from games_support import CANDIDATE, MATCH_GAMES, OLD_CANDIDATE, SELFPLAY_IDS, make_games_dir
 
-from tengen.gate.ledger import MatchFile, append_line
 from services.ratings.__main__ import build_parser, games_dir
-from tengen.ratings.api import RatingsApi
-from tengen.ratings.games import GameLibrary
-from tengen.ratings.page import render_page
-from tengen.ratings.server import RatingsServer
 from tengen.config import load_config
-from tengen.ratings.config import fill_from_config
+from tengen.gate.ledger import MatchFile, append_line
+from tengen.gate.match import MatchGameResult
 from tengen.go import passalive
 from tengen.go.board import BLACK, WHITE
 from tengen.go.rules import parse_rules
 from tengen.go.sgf import SgfGame, iter_boards, read_game, replay
+from tengen.ratings.api import RatingsApi
 from tengen.ratings.book import FitSummary, History, Leaderboard, RatingRow, RatingsBook
+from tengen.ratings.config import fill_from_config
+from tengen.ratings.games import GameLibrary
+from tengen.ratings.page import render_page
+from tengen.ratings.server import RatingsServer
 from tengen.ratings.store import RatingsStore
-from tengen.gate.match import MatchGameResult
 
 
 @pytest.fixture(scope="module")

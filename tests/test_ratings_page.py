@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tengen.ratings.page import elo_plot, hours_axis, nice_ticks, render_page, samples_axis
 from tengen.ratings.book import FitSummary, History, Leaderboard, RatingRow, RatingsBook
+from tengen.ratings.page import elo_plot, hours_axis, nice_ticks, render_page, samples_axis
 from tengen.ratings.records import GameReport, PlayerInfo
 from tengen.ratings.store import RatingsStore
 

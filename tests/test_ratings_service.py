@@ -28,14 +28,13 @@ from ratings_db import (  # noqa: F401 (fixtures)
     start_pgserver,
 )
 
+from tengen.proto import ratings_pb2 as pb, ratings_pb2_grpc as pb_grpc
 from tengen.ratings.api import RatingsApi
-from tengen.ratings.server import RatingsServer
-from tengen.proto import ratings_pb2 as pb
-from tengen.proto import ratings_pb2_grpc as pb_grpc
 from tengen.ratings.book import RatingsBook
 from tengen.ratings.client import RatingsClient
 from tengen.ratings.config import client_token
 from tengen.ratings.records import Conflict, GameReport, InvalidRequest, PlayerInfo, Unauthorized, UnknownPlayer
+from tengen.ratings.server import RatingsServer
 from tengen.ratings.store import RatingsStore
 
 TOKEN = "test-token-123"

@@ -14,11 +14,11 @@ import pytest
 from tengen.cli import main
 from tengen.commands.run import parse_duration
 from tengen.config import load_config
-from tengen.train.rows import TrainingRows
-from tengen.train.window import Window
 from tengen.go import planes
 from tengen.run.status import LeaderRow, Status, StatusReader, format_gating, render_line, render_screen
 from tengen.run.supervisor import ChildState, ServiceProcess, Supervisor, SupervisorError
+from tengen.train.rows import TrainingRows
+from tengen.train.window import Window
 
 
 @pytest.mark.parametrize("text, seconds", [

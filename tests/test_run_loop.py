@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from tengen.config import load_config
-from tengen.strength.measure import read_results
 from tengen.infra.process import stop_marked
-from tengen.run.chaos import TARGETS, Drill
+from tengen.run.chaos import Drill, TARGETS
+from tengen.strength.measure import read_results
 
 TENGEN = str(Path(sys.executable).with_name("tengen"))
 PROMOTION_DEADLINE_S = 420  # from nothing to a promotion; about 2-4 minutes on the 2-core box

@@ -26,24 +26,24 @@ from kafka import KafkaConsumer
 from prometheus_client import generate_latest
 
 from services.selfplay.__main__ import main
-from tengen.selfplay.worker import SelfplayService, check_worker_id, default_worker_id
 from tengen.config import load_config
 from tengen.data.record_sgf import record_to_sgf, write_record_sgf
-from tengen.train.rows import decode, row_count, rows_from_record, validate
 from tengen.data.synthetic import random_game
+from tengen.gate.promotion import load_new_version
 from tengen.go.sgf import read_game, replay
 from tengen.infra.broker import LocalBroker, free_port
 from tengen.infra.kafka import ReliableProducer
-from tengen.loop.messages import GAMES_TOPIC, announce_model, ensure_loop_topics
-from tengen.gate.promotion import load_new_version
 from tengen.infra.triton.client import TritonEvaluator
 from tengen.infra.triton.errors import TritonError
 from tengen.infra.triton.repository import ModelRepository, render_config
 from tengen.infra.triton.server import LocalTriton
+from tengen.loop.messages import GAMES_TOPIC, announce_model, ensure_loop_topics
 from tengen.nn.export import export_model
 from tengen.nn.model import build_model
 from tengen.proto import game_pb2
 from tengen.selfplay.runner import RunnerStats
+from tengen.selfplay.worker import SelfplayService, check_worker_id, default_worker_id
+from tengen.train.rows import decode, row_count, rows_from_record, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from tengen.train.learner import Learner
 from tengen.config import load_config
-from tengen.train.window import Window
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.export import OUTPUT_NAMES, UNKNOWN_UNCERTAINTY, export_model
 from tengen.nn.loss import LossWeights, Targets, short_term_terms
 from tengen.nn.model import InferenceNet, build_model
+from tengen.train.learner import Learner
+from tengen.train.window import Window
 from nn_support import batch
 from trainer_support import fill_window
 

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 import torch
 
-from tengen.train.learner import batch_tensors
-from tengen.train.rows import RecordError, row_count, rows_from_record, validate
 from tengen.data.synthetic import random_game
-from tengen.train.window import Window
 from tengen.go import planes
 from tengen.go.board import Board
 from tengen.go.rules import parse_rules
 from tengen.proto import game_pb2
 from tengen.selfplay.game import draw_from_policy
+from tengen.train.learner import batch_tensors
+from tengen.train.rows import RecordError, row_count, rows_from_record, validate
+from tengen.train.window import Window
 
 from test_search_selfplay import Quick, RecordingTree, accepted, new_game, play_game, settings
 

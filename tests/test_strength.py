@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tengen.strength.service import StrengthService
 from tengen.config import Config, StrengthConfig, load_config
-from tengen.strength.measure import latest_results, read_results
 from tengen.infra.triton.repository import ModelRepository
 from tengen.loop.layout import DataDir
 from tengen.nn.export import export_model
@@ -20,6 +18,8 @@ from tengen.nn.model import build_model
 from tengen.ratings.config import sqlite_url
 from tengen.ratings.store import RatingsStore
 from tengen.run.bootstrap import ensure_model
+from tengen.strength.measure import latest_results, read_results
+from tengen.strength.service import StrengthService
 
 
 def strength_config(data_dir: Path, gnugo: str, interval_s: float) -> Config:

@@ -24,17 +24,16 @@ import pytest
 import torch
 from kafka import KafkaConsumer, KafkaProducer
 
-from tengen.train.service import NONFINITE_STREAK_RED, TrainerService
 from tengen.config import Config, load_config
-from tengen.loop.messages import CandidateAnnouncement, ensure_loop_topics
-from tengen.train.rows import window_rows
 from tengen.data.synthetic import random_game
-from tengen.train.window import Window
 from tengen.infra.broker import LocalBroker
 from tengen.infra.kafka import header
-from tengen.loop.messages import CANDIDATES_TOPIC, DLQ_TOPIC, GAMES_TOPIC
+from tengen.loop.messages import CANDIDATES_TOPIC, CandidateAnnouncement, DLQ_TOPIC, GAMES_TOPIC, ensure_loop_topics
 from tengen.nn.export import load_export
 from tengen.proto import game_pb2
+from tengen.train.rows import window_rows
+from tengen.train.service import NONFINITE_STREAK_RED, TrainerService
+from tengen.train.window import Window
 from trainer_support import fill_window
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from tengen.train.learner import Learner, SwaAverager, learning_rate
 from tengen.config import TrainerConfig, load_config
-from tengen.train.window import Window
 from tengen.nn.loss import LOSS_TERMS
+from tengen.train.learner import Learner, SwaAverager, learning_rate
+from tengen.train.window import Window
 from trainer_support import fill_window
 
 

@@ -22,9 +22,9 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
+from tengen.gate.match import MatchGameResult
 from tengen.infra.files import fsync_dir
 from tengen.loop.layout import DataDir
-from tengen.gate.match import MatchGameResult
 
 log = logging.getLogger("services.gating")
 

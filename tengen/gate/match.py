@@ -26,12 +26,12 @@ import numpy as np
 
 from tengen.config import Config, SearchConfig
 from tengen.go import passalive
-from tengen.go.board import BLACK, WHITE, Board
+from tengen.go.board import BLACK, Board, WHITE
 from tengen.nn.evaluator import Evaluator
 from tengen.search.mcts import NNCache, Tree
-from tengen.selfplay.runner import BatchedRunner, Slot, per_evaluator
 from tengen.search.single_search import read_result
 from tengen.selfplay.game import move_temperature, random_rules, sample_by_visits
+from tengen.selfplay.runner import BatchedRunner, Slot, per_evaluator
 
 # How a match game ended.
 END_RESIGN = "resign"

@@ -24,12 +24,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tengen.gate.ledger import MatchFile, check_candidate_name, read_lines
+from tengen.gate.match import END_RESIGN, MatchGameResult
 from tengen.go.board import BLACK, WHITE
 from tengen.go.rules import parse_rules
 from tengen.go.sgf import SgfError, SgfGame, read_game, write_game
 from tengen.loop.layout import DataDir
 from tengen.ratings.records import InvalidRequest, RatingsError
-from tengen.gate.match import END_RESIGN, MatchGameResult
 
 log = logging.getLogger(__name__)
 

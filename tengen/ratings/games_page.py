@@ -27,7 +27,7 @@ from tengen.ratings.games import (
     check_version,
     sgf_result,
 )
-from tengen.go.board import BLACK, WHITE, Board
+from tengen.go.board import BLACK, Board, WHITE
 from tengen.go.sgf import GTP_COLUMNS, SgfError, SgfGame, iter_boards, move_to_gtp
 from tengen.ratings.records import InvalidRequest
 

@@ -39,15 +39,14 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import grpc
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from tengen.proto import ratings_pb2 as pb, ratings_pb2_grpc as pb_grpc
+from tengen.ratings import wire
 from tengen.ratings.api import DatabaseUnavailable, RatingsApi
+from tengen.ratings.book import to_json
+from tengen.ratings.config import prior_draws as parse_prior_draws
 from tengen.ratings.games import GameLibrary
 from tengen.ratings.games_page import serve_games
 from tengen.ratings.page import render_page
-from tengen.proto import ratings_pb2 as pb
-from tengen.proto import ratings_pb2_grpc as pb_grpc
-from tengen.ratings import wire
-from tengen.ratings.book import to_json
-from tengen.ratings.config import prior_draws as parse_prior_draws
 from tengen.ratings.records import (
     Conflict,
     GameReport,

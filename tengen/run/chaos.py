@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from tengen.config import Config
-from tengen.train.window import IDS, Window, WindowError
-from tengen.loop.messages import GAMES_TOPIC
 from tengen.infra.outbox import spooled_keys
 from tengen.infra.process import marked_processes, stop_marked
 from tengen.loop.layout import DataDir
+from tengen.loop.messages import GAMES_TOPIC
 from tengen.run.status import scrape
+from tengen.train.window import IDS, Window, WindowError
 
 log = logging.getLogger(__name__)
 

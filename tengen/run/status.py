@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from tengen.config import Config
-from tengen.train.window import IDS, MANIFEST, window_size
-from tengen.strength.measure import StrengthResult, latest_results
 from tengen.infra.triton.repository import version_export_path
 from tengen.loop.layout import DataDir, candidate_samples
 from tengen.nn.export import export_samples
 from tengen.run.supervisor import ChildState
+from tengen.strength.measure import StrengthResult, latest_results
+from tengen.train.window import IDS, MANIFEST, window_size
 
 METRICS_TIMEOUT_S = 1.0
 

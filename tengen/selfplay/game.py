@@ -50,13 +50,13 @@ from typing import Generator
 import numpy as np
 
 from tengen.config import Config
-from tengen.train.rows import MAX_POLICY_SURPRISE
 from tengen.go import passalive
-from tengen.go.board import BLACK, WHITE, Board
+from tengen.go.board import BLACK, Board, WHITE
 from tengen.go.rules import Rules
 from tengen.proto import game_pb2
 from tengen.search.mcts import Tree
 from tengen.search.single_search import SearchResult, read_result
+from tengen.train.rows import MAX_POLICY_SURPRISE
 
 # One yield of the game generator: "run the search that is set up on my tree".
 GameSteps = Generator[None, None, game_pb2.GameRecord]

@@ -27,13 +27,13 @@ from typing import Any, Callable, Generator, Iterator, Sequence
 import numpy as np
 
 from tengen.config import Config, SearchConfig
-from tengen.train.rows import row_count
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
 from tengen.nn.evaluator import Evaluator
 from tengen.proto import game_pb2
 from tengen.search.mcts import NNCache, Tree, backup_batch, select_batch
 from tengen.search.single_search import new_tree
 from tengen.selfplay.game import GameSteps, SelfPlayGame, SelfplaySettings
+from tengen.train.rows import row_count
 
 
 @dataclass

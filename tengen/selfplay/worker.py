@@ -60,16 +60,16 @@ from prometheus_client.registry import Collector
 
 from tengen.config import Config
 from tengen.data.record_sgf import write_record_sgf
-from tengen.train.rows import RecordError, row_count, validate
 from tengen.infra.health import HealthServer
 from tengen.infra.kafka import Backoff, BufferFullError, ReliableProducer
-from tengen.loop.messages import GAMES_TOPIC, ModelAnnouncement, ModelWatcher, TRAINER_GROUP, wait_for_loop_topics
 from tengen.infra.outbox import Outbox
 from tengen.infra.triton.client import TritonEvaluator, model_states
 from tengen.infra.triton.errors import TritonError
 from tengen.loop.layout import DataDir
+from tengen.loop.messages import GAMES_TOPIC, ModelAnnouncement, ModelWatcher, TRAINER_GROUP, wait_for_loop_topics
 from tengen.proto import game_pb2
 from tengen.selfplay.runner import SelfplayRunner
+from tengen.train.rows import RecordError, row_count, validate
 
 log = logging.getLogger("services.selfplay")
 

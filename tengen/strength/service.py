@@ -24,13 +24,13 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from tengen.config import Config
-from tengen.gtp.gnugo import INSTALL_HINT, find_gnugo
 from tengen.gtp.engine_match import GameOutcome
-from tengen.ratings.report import Reporter, ratings_reporter
-from tengen.strength.measure import measure_version, read_results
+from tengen.gtp.gnugo import INSTALL_HINT, find_gnugo
 from tengen.infra.health import HealthServer
 from tengen.infra.triton.repository import ModelRepository
 from tengen.loop.layout import DataDir
+from tengen.ratings.report import Reporter, ratings_reporter
+from tengen.strength.measure import measure_version, read_results
 
 log = logging.getLogger("services.strength")
 

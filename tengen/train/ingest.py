@@ -21,10 +21,10 @@ from typing import Protocol, Sequence
 
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tengen.train.rows import RecordError, decode, window_rows
-from tengen.train.window import Window
 from tengen.infra.kafka import send_dead_letter
 from tengen.loop.messages import DLQ_TOPIC
+from tengen.train.rows import RecordError, decode, window_rows
+from tengen.train.window import Window
 
 log = logging.getLogger("services.trainer")
 

@@ -32,8 +32,8 @@ import numpy as np
 import torch
 
 from tengen.config import TrainerConfig
-from tengen.train.window import Batch, Window
 from tengen.nn.loss import LossWeights, Targets, compute_training_loss
+from tengen.train.window import Batch, Window
 from tengen.nn.model import (OPTIMISTIC_POLICY_PREFIXES, SHORT_TERM_PREFIXES, SOFT_POLICY_PREFIX, KataGoNet,
                              build_model)
 

@@ -25,12 +25,12 @@ from typing import Callable, Iterable, Protocol
 import numpy as np
 
 from tengen.config import Config
-from tengen.train.rows import window_rows
-from tengen.train.window import Window
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.model import KataGoNet
 from tengen.proto import game_pb2
 from tengen.selfplay.runner import SelfplayRunner
+from tengen.train.rows import window_rows
+from tengen.train.window import Window
 
 
 class Learner(Protocol):

@@ -31,17 +31,22 @@ import time
 import torch
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from tengen.train.ingest import IngestStats, ingest
-from tengen.train.learner import Learner, NonFiniteError
 from tengen.config import Config
-from tengen.loop.messages import CandidateAnnouncement, wait_for_loop_topics
-from tengen.train.window import Window
-from tengen.loop.layout import DataDir, candidate_name
 from tengen.infra.health import HealthServer
 from tengen.infra.kafka import GroupConsumer, ReliableProducer
-from tengen.loop.messages import CANDIDATES_TOPIC, GAMES_TOPIC, TRAINER_GROUP
+from tengen.loop.layout import DataDir, candidate_name
+from tengen.loop.messages import (
+    CANDIDATES_TOPIC,
+    CandidateAnnouncement,
+    GAMES_TOPIC,
+    TRAINER_GROUP,
+    wait_for_loop_topics,
+)
 from tengen.nn.export import export_model
 from tengen.nn.loss import LOSS_TERMS
+from tengen.train.ingest import IngestStats, ingest
+from tengen.train.learner import Learner, NonFiniteError
+from tengen.train.window import Window
 
 log = logging.getLogger("services.trainer")
 
