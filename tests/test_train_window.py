@@ -153,7 +153,7 @@ CHILD = textwrap.dedent(
     """
     import sys
     from tengen.train.window import Window
-    from tests.test_data_window import fake_rows
+    from tests.test_train_window import fake_rows
     window = Window(sys.argv[1], 9, c=10_000, shard_rows=8)
     for seed in range(int(sys.argv[2]), 10_000):
         window.append(f"g{seed}", fake_rows(seed, 1 + seed % 4))
