@@ -33,6 +33,11 @@ def test_bench_loop_prints_both_paths_and_their_ratio() -> None:
     assert abs(figures["evals_ratio_loop_vs_in_process"] - loop_evals / local_evals) <= 0.01 * loop_evals / local_evals
     assert sum(line.startswith("  round ") for line in lines) == figures["rounds"]
     assert figures["round_s"] == 2.0
+    # Triton's own statistics of the loop's requests: each took time in the Python backend, none
+    # waits in the queue longer than a round, and an execution runs at least one request (more when
+    # the dynamic batcher merged the halves' requests; at most the 2 halves in flight).
+    assert 0 < figures["triton_backend_ms"] < 2000 and 0 <= figures["triton_queue_ms"] < 2000
+    assert 1 <= figures["triton_requests_per_execution"] <= 2
 
 
 def _processes_mentioning(text: str) -> list[int]:

@@ -125,31 +125,11 @@ def _rounds(paths: dict[str, tuple[Callable[[int], float], Callable[[], float]]]
     return times, {path: cpu[path] / (calls * len(times[path])) for path in paths}
 
 
-def _server_totals(client, model: str) -> dict[str, tuple[int, int]]:
-    """Triton's cumulative (count, ns) per phase of the model's requests, all versions."""
-    totals: dict[str, tuple[int, int]] = {}
-    for version in client.get_inference_statistics(model, as_json=True).get("model_stats", []):
-        for phase, stat in version.get("inference_stats", {}).items():
-            count, ns = totals.get(phase, (0, 0))
-            totals[phase] = (count + int(stat.get("count", 0)), ns + int(stat.get("ns", 0)))
-    return totals
-
-
-def _server_ms(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> dict[str, float]:
-    """Mean milliseconds per request of each phase between two _server_totals."""
-    out = {}
-    for phase, (count, ns) in after.items():
-        requests = count - before.get(phase, (0, 0))[0]
-        if requests > 0:
-            out[phase] = (ns - before.get(phase, (0, 0))[1]) / requests / 1e6
-    return out
-
-
 def run(args: argparse.Namespace) -> dict:
     import torch
     import tritonclient.grpc as grpcclient
 
-    from tengen.infra.triton.client import TritonEvaluator
+    from tengen.infra.triton.client import TritonEvaluator, phase_means_ms, phase_totals
     from tengen.infra.triton.repository import ModelRepository, render_config
     from tengen.infra.triton.server import LocalTriton
     from tengen.gate.promotion import agree
@@ -211,9 +191,9 @@ def run(args: argparse.Namespace) -> dict:
                 print(f"  batch {batch:>4}: warming up both paths, then {per_batch:.0f} s of rounds...", flush=True)
                 warm = min(run_round(WARMUP_CALLS) for run_round, _ in paths.values()) / WARMUP_CALLS
                 calls = max(2 * args.in_flight, math.ceil(ROUND_S / max(warm, 1e-6)))
-                before = _server_totals(stats_client, name)
+                before = phase_totals(stats_client, name)
                 times, cpu = _rounds(paths, calls, per_batch)
-                phases = _server_ms(before, _server_totals(stats_client, name))
+                phases = phase_means_ms(before, phase_totals(stats_client, name))
                 # The median round: other processes on a shared machine make some rounds far slower.
                 rates = {path: batch / float(np.median(t)) for path, t in times.items()}
                 spread = {path: (batch / max(t), batch / min(t)) for path, t in times.items()}

@@ -16,6 +16,9 @@ tengen_selfplay_evaluations_total, the runner by its stats. (Counting the servic
 tengen_selfplay_positions_total, moved a round's figure by whole cohorts of games.) Each figure is
 the median round's; ratio = loop / in process. Evaluations/s is the finer figure where a round
 sees few moves (the paper preset on a CPU: one move of its 256 games is ~150k evaluations).
+Each loop round also reads Triton's statistics for the model: per request the time queued and
+the time in the Python backend (the forward plus the hop to its stub and back), and requests per
+execution (how often the dynamic batcher merged the halves' requests): where the loop's latency goes.
 """
 from __future__ import annotations
 
@@ -62,12 +65,14 @@ def _wait(condition, timeout_s: float, what: str, proc: subprocess.Popen, log: P
 
 def run(args: argparse.Namespace) -> dict:
     import torch
+    import tritonclient.grpc as grpcclient
 
     from tengen.config import load_config
     from tengen.infra.broker import LocalBroker
     from tengen.infra.kafka import ReliableProducer
     from tengen.loop.messages import announce_model, ensure_loop_topics
     from tengen.infra.process import dies_with_parent
+    from tengen.infra.triton.client import phase_means_ms, phase_totals
     from tengen.infra.triton.repository import ModelRepository
     from tengen.infra.triton.server import LocalTriton
     from tengen.loop.layout import DataDir
@@ -94,6 +99,7 @@ def run(args: argparse.Namespace) -> dict:
         triton = LocalTriton(repository.root, data_dir.triton, load_models=[name], http_port=ports.pick(),
                              grpc_port=ports.pick(), metrics_port=ports.pick(), log_path=data_dir.root / "triton.log")
         selfplay: subprocess.Popen | None = None
+        stats_client: grpcclient.InferenceServerClient | None = None
         log = data_dir.root / "selfplay.log"
         try:
             print(f"preset {args.preset}: {config.trainer.arch} (random weights), boards {config.game.board_sizes}, "
@@ -123,14 +129,22 @@ def run(args: argparse.Namespace) -> dict:
             # Per round: (positions/s, evaluations/s) of the loop and of the runner in process.
             loop_rates: list[tuple[float, float]] = []
             local_rates: list[tuple[float, float]] = []
+            # Per loop round: Triton's (queued ms, backend ms) per request and requests per execution.
+            server: list[tuple[float, float, float]] = []
+            stats_client = grpcclient.InferenceServerClient(triton.grpc_url)
             start = time.monotonic()
             while len(loop_rates) < MIN_ROUNDS or time.monotonic() - start < args.seconds:
-                before, then = _progress(metrics), time.monotonic()
+                before, then, phases_before = _progress(metrics), time.monotonic(), phase_totals(stats_client, name)
                 time.sleep(round_s)
-                after, now = _progress(metrics), time.monotonic()
+                after, now, phases_after = _progress(metrics), time.monotonic(), phase_totals(stats_client, name)
                 if before is None or after is None:
                     raise SystemExit(f"cannot read the selfplay service's metrics at {metrics}; log {log}")
                 loop_rates.append(((after[0] - before[0]) / (now - then), (after[1] - before[1]) / (now - then)))
+                phases = phase_means_ms(phases_before, phases_after)
+                requests = phases_after.get("success", (0, 0))[0] - phases_before.get("success", (0, 0))[0]
+                executions = phases_after["executions"][0] - phases_before["executions"][0]
+                server.append((phases.get("queue", 0.0), phases.get("compute_infer", 0.0),
+                               requests / executions if executions else 0.0))
                 selfplay.send_signal(signal.SIGSTOP)
                 try:
                     stats = runner.play_for(round_s)
@@ -139,8 +153,11 @@ def run(args: argparse.Namespace) -> dict:
                 local_rates.append((stats["moves_per_s"], stats["leaves_per_s"]))
                 print(f"  round {len(loop_rates)}: loop {loop_rates[-1][0]:.1f} positions/s, "
                       f"{loop_rates[-1][1]:.0f} evals/s; in process {local_rates[-1][0]:.1f} positions/s, "
-                      f"{local_rates[-1][1]:.0f} evals/s", flush=True)
+                      f"{local_rates[-1][1]:.0f} evals/s; Triton per request {server[-1][0]:.2f} ms queued, "
+                      f"{server[-1][1]:.2f} ms in the backend, {server[-1][2]:.2f} requests per execution", flush=True)
         finally:
+            if stats_client is not None:
+                stats_client.close()
             if selfplay is not None:
                 selfplay.send_signal(signal.SIGCONT)
                 selfplay.terminate()
@@ -156,10 +173,13 @@ def run(args: argparse.Namespace) -> dict:
     # No move or evaluation in the runner's rounds (the paper preset's first moves on a CPU): no ratio.
     ratio = round(loop / local, 3) if local > 0 else None
     evals_ratio = round(loop_evals / local_evals, 3) if local_evals > 0 else None
+    queued_ms, backend_ms, merged = (statistics.median(s[i] for s in server) for i in range(3))
     print(f"loop {loop:.1f} positions/s, in process {local:.1f}: the loop keeps {ratio} of it; "
           f"evals/s {loop_evals:.0f} against {local_evals:.0f}: {evals_ratio}", flush=True)
     return {"preset": args.preset, "arch": config.trainer.arch, "games_in_parallel": config.selfplay.games_in_parallel,
             "triton_instances": config.triton.instances, "rounds": len(loop_rates), "round_s": round_s,
             "loop_positions_per_s": round(loop, 1), "in_process_positions_per_s": round(local, 1),
             "ratio_loop_vs_in_process": ratio, "loop_evals_per_s": round(loop_evals),
-            "in_process_evals_per_s": round(local_evals), "evals_ratio_loop_vs_in_process": evals_ratio}
+            "in_process_evals_per_s": round(local_evals), "evals_ratio_loop_vs_in_process": evals_ratio,
+            "triton_queue_ms": round(queued_ms, 3), "triton_backend_ms": round(backend_ms, 3),
+            "triton_requests_per_execution": round(merged, 3)}

@@ -93,6 +93,30 @@ def load_model(url: str, model: str, timeout_s: float = 300.0) -> None:
         client.close()
 
 
+def phase_totals(client, model: str) -> dict[str, tuple[int, int]]:
+    """Triton's cumulative (count, ns) per phase of the model's requests, all versions (`success`,
+    `queue`, `compute_input`, `compute_infer`, `compute_output`, ...), and `executions`: (the
+    model's executions, 0); `client` is a tritonclient gRPC client."""
+    totals: dict[str, tuple[int, int]] = {}
+    for version in client.get_inference_statistics(model, as_json=True).get("model_stats", []):
+        for phase, stat in version.get("inference_stats", {}).items():
+            count, ns = totals.get(phase, (0, 0))
+            totals[phase] = (count + int(stat.get("count", 0)), ns + int(stat.get("ns", 0)))
+        executions = totals.get("executions", (0, 0))[0]
+        totals["executions"] = (executions + int(version.get("execution_count", 0)), 0)
+    return totals
+
+
+def phase_means_ms(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> dict[str, float]:
+    """Mean milliseconds per request of each phase between two phase_totals."""
+    out = {}
+    for phase, (count, ns) in after.items():
+        requests = count - before.get(phase, (0, 0))[0]
+        if requests > 0 and phase != "executions":
+            out[phase] = (ns - before.get(phase, (0, 0))[1]) / requests / 1e6
+    return out
+
+
 @dataclass(frozen=True)
 class InferenceResult:
     outputs: dict[str, np.ndarray]
