@@ -220,11 +220,13 @@ class TritonConfig:
     http_port: int = 8000
     grpc_port: int = 8001
     metrics_port: int = 8002
-    # Model instances of the served model, each computing with `threads` threads (torch's or
-    # OpenVINO's): with two batches in flight from self-play, two one-thread instances keep two
-    # cores computing. See tengen/configs/cpu.yaml.
+    # Model instances of the served model on the CPU (the Python backend), each computing with
+    # `threads` threads (torch's or OpenVINO's); see tengen/configs/cpu.yaml. On a GPU backend
+    # (pytorch, onnxruntime) `gpu_instances` GPU instances, or `instances` when 0: a GPU's layout
+    # (instances overlapping one batch's transfers with another's compute) is not a CPU's.
     instances: int = 1
     threads: int = 1
+    gpu_instances: int = 0
     # The dynamic batcher: the largest batch, the batch sizes it waits for (empty: any), how long it
     # waits for more requests to merge into one batch. A GPU wants big batches (each self-play
     # worker sends about games_in_parallel / 2 rows at a time); a CPU wants them soon.
@@ -431,6 +433,7 @@ def validate(config: Config) -> None:
     check(7 <= strength.board_size <= 19, "strength.board_size must be within 7..19")
     check(strength.interval_s > 0, "strength.interval_s must be > 0")
     check(config.triton.instances >= 1 and config.triton.threads >= 1, "triton.instances and threads must be >= 1")
+    check(config.triton.gpu_instances >= 0, "triton.gpu_instances must be >= 0 (0: triton.instances)")
     triton = config.triton
     check(triton.queue_delay_us >= 0, "triton.queue_delay_us must be >= 0")
     check(1 <= triton.warmup_batch <= triton.max_batch_size, "triton.warmup_batch must be within 1..max_batch_size")

@@ -48,6 +48,7 @@ def test_environment_overrides_are_typed() -> None:
         ({"TENGEN_GAME__BOARD_SIZES": "5"}, "within 7..19"),
         ({"TENGEN_GATING__WINS_TO_PASS": "500"}, "gating.wins_to_pass"),
         ({"TENGEN_TRITON__INSTANCES": "0"}, "triton.instances and threads must be >= 1"),
+        ({"TENGEN_TRITON__GPU_INSTANCES": "-1"}, "triton.gpu_instances must be >= 0"),
         ({"TENGEN_TRAINER__SOFT_POLICY_WEIGHT": "-1"}, "trainer.soft_policy_weight must be >= 0"),
         ({"TENGEN_SEARCH__SUBTREE_BIAS_FACTOR": "-0.1"}, "search.subtree_bias_factor must be >= 0"),
         ({"TENGEN_SEARCH__SUBTREE_BIAS_EXPONENT": "-0.5"}, "search.subtree_bias_exponent must be >= 0"),

@@ -478,6 +478,12 @@ def test_a_presets_triton_settings_reach_the_config_and_an_existing_model(tmp_pa
     assert re.search(r"^max_batch_size: 1024$", text, re.MULTILINE)
     assert "max_queue_delay_microseconds: 1000 preferred_batch_size: [ 256, 512, 1024 ]" in text
     assert "kind: KIND_GPU count: 2" in text and "batch_size: 128" in text and "warmup_19x19" in text
+    # The same preset on a CPU: its own layout (one instance of two threads), not the GPU's two.
+    on_cpu = model_config(paper, "net", "python")
+    assert "kind: KIND_CPU count: 1" in on_cpu and 'key: "torch_threads" value: { string_value: "2" }' in on_cpu
+    # Without gpu_instances a GPU config takes `instances`, as before.
+    cpu_on_gpu = model_config(load_config("cpu", env={}), "net", "pytorch")
+    assert "kind: KIND_GPU count: 1" in cpu_on_gpu
 
     repo = ModelRepository(tmp_path / "repo")
     cpu = load_config("cpu", env={})
