@@ -432,9 +432,9 @@ def validate(config: Config) -> None:
           "strength.games, visits and threads must be >= 1")
     check(7 <= strength.board_size <= 19, "strength.board_size must be within 7..19")
     check(strength.interval_s > 0, "strength.interval_s must be > 0")
-    check(config.triton.instances >= 1 and config.triton.threads >= 1, "triton.instances and threads must be >= 1")
-    check(config.triton.gpu_instances >= 0, "triton.gpu_instances must be >= 0 (0: triton.instances)")
     triton = config.triton
+    check(triton.instances >= 1 and triton.threads >= 1, "triton.instances and threads must be >= 1")
+    check(triton.gpu_instances >= 0, "triton.gpu_instances must be >= 0 (0: triton.instances)")
     check(triton.queue_delay_us >= 0, "triton.queue_delay_us must be >= 0")
     check(1 <= triton.warmup_batch <= triton.max_batch_size, "triton.warmup_batch must be within 1..max_batch_size")
     check(all(1 <= b <= triton.max_batch_size for b in triton.preferred_batch_sizes),

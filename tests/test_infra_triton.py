@@ -18,7 +18,7 @@ from torch import nn
 
 from tengen.gate.promotion import load_new_version
 from tengen.infra.triton import repository as tr
-from tengen.infra.triton.client import TritonEvaluator, load_model, phase_means_ms, phase_totals, ready_versions
+from tengen.infra.triton.client import ModelStats, TritonEvaluator, load_model, model_stats, phase_means_ms, ready_versions
 from tengen.infra.triton.errors import TritonError, UnknownModelError
 from tengen.infra.triton.repository import ModelRepository, render_config
 from tengen.infra.triton.server import LocalTriton
@@ -548,14 +548,15 @@ def test_a_shared_memory_region_holds_a_full_batch_at_the_largest_board() -> Non
 
 
 def test_phase_means_per_request_by_hand() -> None:
-    before = {"success": (10, 50_000_000), "queue": (10, 2_000_000), "executions": (8, 0)}
-    after = {"success": (14, 62_000_000), "queue": (14, 2_800_000), "executions": (11, 0), "compute_infer": (4, 4_000_000)}
+    before = ModelStats({"success": (10, 50_000_000), "queue": (10, 2_000_000)}, executions=8)
+    after = ModelStats({"success": (14, 62_000_000), "queue": (14, 2_800_000), "compute_infer": (4, 4_000_000)},
+                       executions=11)
     # 4 more requests: 12 ms of success -> 3 ms each, 0.8 ms queued -> 0.2, a new phase from zero
     # counts whole; executions are not a per-request time.
     assert phase_means_ms(before, after) == pytest.approx({"success": 3.0, "queue": 0.2, "compute_infer": 1.0})
 
 
-def test_phase_totals_count_each_request_and_execution(triton_server, tmp_path: Path) -> None:
+def test_model_stats_count_each_request_and_execution(triton_server, tmp_path: Path) -> None:
     import tritonclient.grpc as grpcclient
 
     from tengen.nn.export import export_model
@@ -569,14 +570,14 @@ def test_phase_totals_count_each_request_and_execution(triton_server, tmp_path: 
     client = grpcclient.InferenceServerClient(triton_server.grpc_url)
     try:
         with TritonEvaluator(triton_server.grpc_url, name) as remote:
-            before = phase_totals(client, name)
+            before = model_stats(client, name)
             for n in (1, 3, 5):  # one at a time: nothing for the dynamic batcher to merge
                 remote.evaluate(*_inputs(n, size=9, seed=n))
-            after = phase_totals(client, name)
+            after = model_stats(client, name)
     finally:
         client.close()
-    assert after["success"][0] - before["success"][0] == 3
-    assert after["executions"][0] - before["executions"][0] == 3
+    assert after.requests - before.requests == 3
+    assert after.executions - before.executions == 3
     means = phase_means_ms(before, after)
     assert set(means) >= {"success", "queue", "compute_input", "compute_infer", "compute_output"}
     assert 0 < means["compute_infer"] < means["success"]

@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> dict:
     import torch
     import tritonclient.grpc as grpcclient
 
-    from tengen.infra.triton.client import TritonEvaluator, phase_means_ms, phase_totals
+    from tengen.infra.triton.client import TritonEvaluator, model_stats, phase_means_ms
     from tengen.infra.triton.repository import ModelRepository, render_config
     from tengen.infra.triton.server import LocalTriton
     from tengen.gate.promotion import agree
@@ -191,9 +191,9 @@ def run(args: argparse.Namespace) -> dict:
                 print(f"  batch {batch:>4}: warming up both paths, then {per_batch:.0f} s of rounds...", flush=True)
                 warm = min(run_round(WARMUP_CALLS) for run_round, _ in paths.values()) / WARMUP_CALLS
                 calls = max(2 * args.in_flight, math.ceil(ROUND_S / max(warm, 1e-6)))
-                before = phase_totals(stats_client, name)
+                before = model_stats(stats_client, name)
                 times, cpu = _rounds(paths, calls, per_batch)
-                phases = phase_means_ms(before, phase_totals(stats_client, name))
+                phases = phase_means_ms(before, model_stats(stats_client, name))
                 # The median round: other processes on a shared machine make some rounds far slower.
                 rates = {path: batch / float(np.median(t)) for path, t in times.items()}
                 spread = {path: (batch / max(t), batch / min(t)) for path, t in times.items()}

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> dict:
     from tengen.infra.kafka import ReliableProducer
     from tengen.loop.messages import announce_model, ensure_loop_topics
     from tengen.infra.process import dies_with_parent
-    from tengen.infra.triton.client import phase_means_ms, phase_totals
+    from tengen.infra.triton.client import model_stats, phase_means_ms
     from tengen.infra.triton.repository import ModelRepository
     from tengen.infra.triton.server import LocalTriton
     from tengen.loop.layout import DataDir
@@ -134,15 +134,15 @@ def run(args: argparse.Namespace) -> dict:
             stats_client = grpcclient.InferenceServerClient(triton.grpc_url)
             start = time.monotonic()
             while len(loop_rates) < MIN_ROUNDS or time.monotonic() - start < args.seconds:
-                before, then, phases_before = _progress(metrics), time.monotonic(), phase_totals(stats_client, name)
+                before, then, server_before = _progress(metrics), time.monotonic(), model_stats(stats_client, name)
                 time.sleep(round_s)
-                after, now, phases_after = _progress(metrics), time.monotonic(), phase_totals(stats_client, name)
+                after, now, server_after = _progress(metrics), time.monotonic(), model_stats(stats_client, name)
                 if before is None or after is None:
                     raise SystemExit(f"cannot read the selfplay service's metrics at {metrics}; log {log}")
                 loop_rates.append(((after[0] - before[0]) / (now - then), (after[1] - before[1]) / (now - then)))
-                phases = phase_means_ms(phases_before, phases_after)
-                requests = phases_after.get("success", (0, 0))[0] - phases_before.get("success", (0, 0))[0]
-                executions = phases_after["executions"][0] - phases_before["executions"][0]
+                phases = phase_means_ms(server_before, server_after)
+                requests = server_after.requests - server_before.requests
+                executions = server_after.executions - server_before.executions
                 server.append((phases.get("queue", 0.0), phases.get("compute_infer", 0.0),
                                requests / executions if executions else 0.0))
                 selfplay.send_signal(signal.SIGSTOP)

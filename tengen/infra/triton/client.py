@@ -93,27 +93,38 @@ def load_model(url: str, model: str, timeout_s: float = 300.0) -> None:
         client.close()
 
 
-def phase_totals(client, model: str) -> dict[str, tuple[int, int]]:
-    """Triton's cumulative (count, ns) per phase of the model's requests, all versions (`success`,
-    `queue`, `compute_input`, `compute_infer`, `compute_output`, ...), and `executions`: (the
-    model's executions, 0); `client` is a tritonclient gRPC client."""
-    totals: dict[str, tuple[int, int]] = {}
+@dataclass(frozen=True)
+class ModelStats:
+    """Triton's cumulative statistics of one model, all versions: (count, ns) per phase of its
+    requests (`success`, `queue`, `compute_input`, `compute_infer`, `compute_output`, ...) and
+    its executions (one per batch the instances ran, merged requests counted once)."""
+    phases: dict[str, tuple[int, int]]
+    executions: int
+
+    @property
+    def requests(self) -> int:
+        return self.phases.get("success", (0, 0))[0]
+
+
+def model_stats(client, model: str) -> ModelStats:
+    """The model's statistics now; `client` is a tritonclient gRPC client."""
+    phases: dict[str, tuple[int, int]] = {}
+    executions = 0
     for version in client.get_inference_statistics(model, as_json=True).get("model_stats", []):
         for phase, stat in version.get("inference_stats", {}).items():
-            count, ns = totals.get(phase, (0, 0))
-            totals[phase] = (count + int(stat.get("count", 0)), ns + int(stat.get("ns", 0)))
-        executions = totals.get("executions", (0, 0))[0]
-        totals["executions"] = (executions + int(version.get("execution_count", 0)), 0)
-    return totals
+            count, ns = phases.get(phase, (0, 0))
+            phases[phase] = (count + int(stat.get("count", 0)), ns + int(stat.get("ns", 0)))
+        executions += int(version.get("execution_count", 0))
+    return ModelStats(phases, executions)
 
 
-def phase_means_ms(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> dict[str, float]:
-    """Mean milliseconds per request of each phase between two phase_totals."""
+def phase_means_ms(before: ModelStats, after: ModelStats) -> dict[str, float]:
+    """Mean milliseconds per request of each phase between two model_stats."""
     out = {}
-    for phase, (count, ns) in after.items():
-        requests = count - before.get(phase, (0, 0))[0]
-        if requests > 0 and phase != "executions":
-            out[phase] = (ns - before.get(phase, (0, 0))[1]) / requests / 1e6
+    for phase, (count, ns) in after.phases.items():
+        requests = count - before.phases.get(phase, (0, 0))[0]
+        if requests > 0:
+            out[phase] = (ns - before.phases.get(phase, (0, 0))[1]) / requests / 1e6
     return out
 
 
