@@ -14,9 +14,12 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
     rm -f "$pwfile"
     echo "host all all all scram-sha-256" >> "$PGDATA/pg_hba.conf"
     if [ "$db" != postgres ]; then
-        pg_ctl -D "$PGDATA" -o "-c listen_addresses=''" -w start
-        createdb -U "$user" "$db"
+        # A private socket in a directory of its own, no TCP: nothing else can connect meanwhile.
+        socket="$(mktemp -d)"
+        pg_ctl -D "$PGDATA" -o "-c listen_addresses='' -c unix_socket_directories=$socket" -w start
+        createdb -h "$socket" -U "$user" "$db"
         pg_ctl -D "$PGDATA" -m fast -w stop
+        rmdir "$socket"
     fi
 fi
 exec postgres -D "$PGDATA" -c listen_addresses='*'
