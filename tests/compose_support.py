@@ -14,11 +14,10 @@ import shutil
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
-
-from contextlib import contextmanager
 
 REPO = Path(__file__).resolve().parent.parent
 
