@@ -78,7 +78,7 @@ class SearchConfig:
     # search below the nodes of its bucket (same last two moves and 5x5 pattern around the last
     # one), nodes weighted by their child visits to the power alpha = subtree_bias_exponent.
     # KataGo uses lambda = 0.35, alpha = 0.8. Off (0): its cpu7 A/B at 0.35 scored 46.5 of 100
-    # (Wilson 95% [0.37, 0.56], README "KataGo's later methods, measured").
+    # (Wilson 95% [0.37, 0.56], docs/results.md "KataGo's later methods, measured").
     subtree_bias_factor: float = 0.0
     subtree_bias_exponent: float = 0.8
     score_utility_weight: float = 0.5  # c_score
@@ -86,7 +86,7 @@ class SearchConfig:
     # playout counts C / (U + C / 8) playouts, U the net's predicted short-term error of its leaf in
     # utility units (C = 0.25), in the averages and in PUCT's counts; needs a net trained with
     # trainer.short_term_heads (without them every playout counts 1). Off: with the heads and
-    # variance-scaled cPUCT its cpu7 A/B scored 23.5 of 100 (Wilson 95% [0.16, 0.33], README
+    # variance-scaled cPUCT its cpu7 A/B scored 23.5 of 100 (Wilson 95% [0.16, 0.33], docs/results.md
     # "KataGo's later methods, measured").
     uncertainty_weighting: bool = False
     # Variance-scaled cPUCT (tengen.search.mcts; KataGo v1.9): each node's cpuct times
@@ -132,11 +132,11 @@ class TrainerConfig:
     # up for the soft target's much smaller gradients once trained), but on this box it cost strength:
     # two cpu7 loops of 30 CPU-minutes each, the one with 8x scored 38.5 of 100 games against the one
     # without (Wilson 95% [0.30, 0.48]; `tengen bench ab --preset cpu7 --seconds 1800 --a
-    # trainer.soft_policy_weight=0`, README "KataGo's later methods, measured"). Off by default.
+    # trainer.soft_policy_weight=0`, docs/results.md "KataGo's later methods, measured"). Off by default.
     soft_policy_weight: float = 0.0
     # Short-term value and score heads and their error heads (tengen.nn.model; KataGo's "other
     # methods" notes), trained on the rows' short-term targets; their error predictions are the
-    # uncertainty that search.uncertainty_weighting reads. Off: they lost their A/B with it (README
+    # uncertainty that search.uncertainty_weighting reads. Off: they lost their A/B with it (docs/results.md
     # "KataGo's later methods, measured"); a net without them serves an "unknown" uncertainty. The weights are
     # tengen.nn.loss.LossWeights' (untuned).
     short_term_heads: bool = False
@@ -148,7 +148,7 @@ class TrainerConfig:
     # short_term_heads (its rows' weights come from them). Search uses it at test time only (`tengen
     # gtp`/`eval`/`analysis --policy`, the strength service, bench ab's match), never in self-play or
     # gating, as KataGo does. With the short-term heads in both arms it won its cpu7 A/B 68 of 100
-    # (README "KataGo's later methods, measured"); off until heads plus it beat the presets without
+    # (docs/results.md "KataGo's later methods, measured"); off until heads plus it beat the presets without
     # heads, which is not measured yet.
     optimistic_policy_weight: float = 0.0
     window_c: int = 250_000  # N_window = c(1 + beta((N_total/c)^alpha - 1)/alpha)

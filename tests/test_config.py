@@ -138,3 +138,16 @@ def test_ratings_flags_left_out_take_the_configured_values(tmp_path: Path) -> No
     fill_from_config(args, config)
     assert (args.data_dir, args.prior_draws, args.anchor, args.max_batch) == (tmp_path, 4.0, "gnugo-l1", 50)
     assert args.database_url is None  # not configured: the data dir's SQLite file
+
+
+def test_the_settings_reference_in_docs_is_current() -> None:
+    """docs/configuration.md is generated from config.py and the presets: a setting added, removed
+    or changed without regenerating it fails here."""
+    from tengen.config_reference import first_sentence, reference
+
+    page = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+    assert page.read_text() == reference(), "regenerate: python -m tengen.config_reference > docs/configuration.md"
+    text = reference()
+    for key in ("`search.full_visits` | `600` | `16` | `64` | `32` | = |", "`trainer.batch_size`", "`triton.url`"):
+        assert key in text
+    assert first_sentence("App. C: komi (N(7, 1). rounded) here. More.") == "App. C: komi (N(7, 1). rounded) here"

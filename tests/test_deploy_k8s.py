@@ -45,7 +45,7 @@ from tengen.infra.triton.repository import CONFIG_TEMPLATES
 
 K8S = REPO / "k8s"
 NAMESPACE = "tengen"
-# Validated against the oldest Kubernetes the manifests support (README) and the newest schemas
+# Validated against the oldest Kubernetes the manifests support (docs/deployment.md) and the newest schemas
 # kubernetes-validate bundles.
 KUBERNETES_VERSIONS = ("1.29", kubernetes_validate.utils.latest_version())
 VARIANTS = {  # name -> (overlay, components)

@@ -118,7 +118,7 @@ def test_presets_follow_the_ab_results() -> None:
     """Uncertainty weighting lost its A/B: off everywhere. Variance-scaled cPUCT won on cpu7, and
     with the short-term heads and the optimistic policy on cpu (9x9); the heads with the optimistic
     policy won on cpu7: all three on in cpu, cpu7 and paper, off in tiny, whose seeded learning
-    checks were chosen without them (README "KataGo's later methods, measured")."""
+    checks were chosen without them (docs/results.md "KataGo's later methods, measured")."""
     for preset in ("tiny", "cpu", "cpu7", "paper"):
         config = load_config(preset, env={})
         assert not config.search.uncertainty_weighting

@@ -1,6 +1,6 @@
 """`tengen bench gpu`: the served export's evals/s on a CUDA GPU, in process.
 
-The reference the GPU deployment aims at (README, "Deployment"): what one GPU can evaluate with
+The reference the GPU deployment aims at (docs/deployment.md): what one GPU can evaluate with
 the paper's nets when nothing but the net runs. For each net (default b10c128 and b20c256) on
 19x19 and each batch (default 256 and 1024) it times, in rounds that alternate so a clock change
 hits all alike:
