@@ -23,10 +23,13 @@ from typing import Any, Mapping
 
 import yaml
 
-from tengen.train.rows import MAX_MOVES_FACTOR
-
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # the presets, package data
 PRESETS = ("tiny", "cpu", "cpu7", "paper")
+# The longest game record the trainer accepts, in moves per board point (tengen.loop.rows). Self-play
+# cuts a game at game.max_moves_factor x area moves (kept within this bound below), and side
+# branches add at most that many searches again; a longer record is an attack or a bug, and it
+# would crowd the window (a 20,000-move game once became 97% of it).
+MAX_MOVES_FACTOR = 5.0
 
 
 class ConfigError(ValueError):
@@ -282,6 +285,28 @@ RETIRED_ENV = {
 }
 
 
+# The placeholder secrets the deployment files ship (.env.example, k8s/base/kustomization.yaml):
+# a deployment that still has one is refused at start instead of running with a public secret.
+PLACEHOLDER_PREFIXES = ("replace-me", "replace-with")
+
+
+def placeholder_secret(token: str | None, database_url: str | None) -> str | None:
+    """What is still a placeholder (a sentence for the error), or None."""
+    if token and token.strip().lower().startswith(PLACEHOLDER_PREFIXES):
+        return "the ratings token (TENGEN_RATINGS_TOKEN) is the deployment files' placeholder"
+    if database_url:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            password = make_url(database_url).password
+        except ArgumentError:
+            return None  # not a URL at all: the store says so when it opens it
+        if password and str(password).lower().startswith(PLACEHOLDER_PREFIXES):
+            return "the ratings database password (in TENGEN_DATABASE_URL) is the deployment files' placeholder"
+    return None
+
+
 def default_preset(env: Mapping[str, str] | None = None) -> str:
     """The preset of a service or command started without --preset: $TENGEN_PRESET, else cpu."""
     env = os.environ if env is None else env
@@ -451,8 +476,6 @@ def validate(config: Config) -> None:
         check(0 <= value <= 65535, f"{name} must be a port within 0..65535 (0: any free one)")
     check(triton.backend in BACKENDS, f"triton.backend must be one of {', '.join(BACKENDS)}")
     check(bool(trainer.device), "trainer.device must not be empty")
-    from tengen.ratings.config import placeholder_secret  # (it imports the entry point helpers, which import this)
-
     placeholder = placeholder_secret(config.ratings.token, config.ratings.database_url)
     check(placeholder is None, f"{placeholder}: set a real secret")
     if problems:

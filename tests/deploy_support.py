@@ -86,7 +86,7 @@ def _script_path(command: str) -> Path | None:
 def operator_secret(name: str, value: str) -> str:
     """A secret as an operator deploys it: the files' placeholders (refused by the services at
     start, tests/test_config.py) replaced by a value of their own."""
-    from tengen.ratings.config import PLACEHOLDER_PREFIXES
+    from tengen.config import PLACEHOLDER_PREFIXES
 
     return f"operator-chosen-{name.lower()}" if value.lower().startswith(PLACEHOLDER_PREFIXES) else value
 

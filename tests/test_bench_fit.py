@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from tengen.data.synthetic import random_game
-from tengen.train.rows import rows_from_record
+from tengen.loop.rows import rows_from_record
 from tengen.train.window import Window
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from tengen.data.synthetic import random_game
 from tengen.proto import game_pb2, generate
-from tengen.train.rows import RecordError, decode, validate
+from tengen.loop.rows import RecordError, decode, validate
 
 
 @pytest.fixture(scope="module")

@@ -31,8 +31,8 @@ from torch import nn
 
 from tengen.config import Config, load_config
 from tengen.gate.decision import Score, decide, sprt_bounds, sprt_llr
-from tengen.gate.ledger import DECISION_FIELDS, DecisionLog, MatchFile, append_line, read_lines
-from tengen.gate.match import MatchGameResult, MatchRunner, NetMatchSettings, resigning_color
+from tengen.loop.ledger import DECISION_FIELDS, DecisionLog, MatchFile, MatchGameResult, append_line, read_lines
+from tengen.gate.match import MatchRunner, NetMatchSettings, resigning_color
 from tengen.gate.service import GatingService
 from tengen.go.board import BLACK, WHITE
 from tengen.infra.broker import LocalBroker, free_port

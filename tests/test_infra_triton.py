@@ -471,7 +471,8 @@ def test_a_presets_triton_settings_reach_the_config_and_an_existing_model(tmp_pa
     """The paper preset's batching (a GPU's) reaches config.pbtxt; a changed preset updates an
     existing model's config (same backend only); `tengen models configure` does it from the shell."""
     from tengen.config import load_config
-    from tengen.run.bootstrap import configure_model, model_config
+    from tengen.infra.triton.repository import model_config
+    from tengen.run.bootstrap import configure_model
 
     paper = load_config("paper", env={})
     text = model_config(paper, "net", "pytorch")

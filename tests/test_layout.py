@@ -3,6 +3,7 @@ names, and a check that no other module spells them again."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,99 @@ def test_no_other_module_spells_a_data_dir_path() -> None:
                 if spelled.search(code):
                     found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
     assert not found, "data-dir paths spelled outside tengen.loop.layout:\n" + "\n".join(found)
+
+
+# -- packages in layers ------------------------------------------------------------------------
+# tengen's packages (and top-level modules) from the bottom up. A module may import from its own
+# layer or one below, never from one above; within a layer the packages' imports form no cycle.
+LAYERS: list[set[str]] = [
+    {"proto", "logs", "config"},
+    {"go"},
+    {"nn", "search", "data"},
+    {"infra"},  # adapters (Kafka, Triton, processes): they know no stage
+    {"loop"},  # the contracts between the stages
+    {"selfplay", "train", "gate", "strength", "ratings", "gtp"},
+    {"run", "commands", "bench"},
+    {"cli", "config_reference"},
+]
+
+
+def _imports(path: Path) -> set[str]:
+    """Every tengen module a file imports, function-level imports included (.pyx read by line)."""
+    import ast
+
+    text = path.read_text()
+    if path.suffix == ".pyx":
+        found = re.findall(r"^\s*(?:from|c?import)\s+(tengen(?:\.\w+)+)", text, flags=re.M)
+        return set(found)
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {n for n in names if n.startswith("tengen.")}
+
+
+def package_imports() -> dict[str, dict[str, set[str]]]:
+    """package -> imported package -> the files that import it."""
+    root = REPO / "tengen"
+    edges: dict[str, dict[str, set[str]]] = {}
+    for path in sorted([*root.rglob("*.py"), *root.rglob("*.pyx")]):
+        parts = path.relative_to(root).with_suffix("").parts
+        package = parts[0]
+        for name in _imports(path):
+            target = name.split(".")[1]
+            if target != package:
+                edges.setdefault(package, {}).setdefault(target, set()).add(str(path.relative_to(REPO)))
+    return edges
+
+
+def test_every_package_has_a_layer() -> None:
+    root = REPO / "tengen"
+    packages = {p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    packages |= {p.stem for p in root.glob("*.py") if p.stem != "__init__"}
+    placed = set().union(*LAYERS)
+    assert packages == placed, f"not placed: {packages - placed}; gone: {placed - packages}"
+
+
+def test_no_import_runs_up_the_layers() -> None:
+    layer = {package: i for i, members in enumerate(LAYERS) for package in members}
+    upward = [f"{package} -> {target} ({', '.join(sorted(files))})"
+              for package, targets in package_imports().items() for target, files in targets.items()
+              if layer[target] > layer[package]]
+    assert not upward, "imports against the layer order:\n" + "\n".join(upward)
+
+
+def test_no_package_cycle() -> None:
+    edges = {p: set(t) for p, t in package_imports().items()}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in edges.get(todo.pop(), ()):
+                if nxt == goal:
+                    return True
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return False
+
+    cycles = sorted(f"{a} <-> {b}" for a, targets in edges.items() for b in targets if a < b and reaches(b, a))
+    assert not cycles, "packages that reach each other:\n" + "\n".join(cycles)
+
+
+def test_the_layer_checks_catch_a_cycle_and_an_upward_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks above fail on what they should: a fake tree with go importing selfplay."""
+    fake = tmp_path / "tengen"
+    for package, imports in (("go", "from tengen.selfplay.game import x\n"), ("selfplay", "import tengen.go.board\n")):
+        (fake / package).mkdir(parents=True)
+        (fake / package / "__init__.py").write_text("")
+        (fake / package / "m.py").write_text(imports)
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    edges = package_imports()
+    assert edges == {"go": {"selfplay": {"tengen/go/m.py"}}, "selfplay": {"go": {"tengen/selfplay/m.py"}}}
+    with pytest.raises(AssertionError, match="go -> selfplay"):
+        test_no_import_runs_up_the_layers()
+    with pytest.raises(AssertionError, match="go <-> selfplay"):
+        test_no_package_cycle()

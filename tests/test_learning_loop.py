@@ -1,7 +1,7 @@
 """What the loop learns at the tiny preset: a short run of the whole loop in one process (the real
 self-play runner on a TorchEvaluator, the trainer's Learner on a window in a tmp dir, SWA
 candidates, each candidate taking over self-play at once; no services, no gating:
-tengen.train.learning_loop), then two statistical checks of the final net:
+tengen.run.in_process), then two statistical checks of the final net:
 
 (a) it does not pass its games away: in self-play games of the final net, passes are under 10% of
     the moves, not counting each game's last ten moves (every game ends with passes);
@@ -30,7 +30,7 @@ from tengen.gtp.engine_match import wilson_interval
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.selfplay.runner import SelfplayRunner
 from tengen.train.learner import Learner
-from tengen.train.learning_loop import LoopResult, learn_in_process, pass_counts
+from tengen.run.in_process import LoopResult, learn_in_process, pass_counts
 from tengen.train.window import Window
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # the loop runs in the first test's setup

@@ -17,7 +17,7 @@ from tengen.config import load_config
 from tengen.go import planes
 from tengen.run.status import LeaderRow, Status, StatusReader, format_gating, render_line, render_screen
 from tengen.run.supervisor import ChildState, ServiceProcess, Supervisor, SupervisorError
-from tengen.train.rows import TrainingRows
+from tengen.loop.rows import TrainingRows
 from tengen.train.window import Window
 
 

@@ -18,7 +18,7 @@ from tengen.proto import game_pb2
 from tengen.search.mcts import NNCache, Tree
 from tengen.search.single_search import new_tree
 from tengen.selfplay.runner import SelfplayRunner
-from tengen.train.rows import MAX_POLICY_SURPRISE, TrainingRows, decode, rows_from_record, validate, window_rows
+from tengen.loop.rows import MAX_POLICY_SURPRISE, TrainingRows, decode, rows_from_record, validate, window_rows
 from tengen.selfplay.game import (
     SelfPlayGame, SelfplaySettings, lopsided_factor, max_handicap, move_temperature, policy_surprise,
     sample_by_visits,

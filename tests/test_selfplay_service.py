@@ -43,7 +43,7 @@ from tengen.nn.model import build_model
 from tengen.proto import game_pb2
 from tengen.selfplay.runner import RunnerStats
 from tengen.selfplay.worker import SelfplayService, check_worker_id, default_worker_id
-from tengen.train.rows import decode, row_count, rows_from_record, validate
+from tengen.loop.rows import decode, row_count, rows_from_record, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 

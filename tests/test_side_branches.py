@@ -18,7 +18,7 @@ from tengen.go.rules import parse_rules
 from tengen.proto import game_pb2
 from tengen.selfplay.game import draw_from_policy
 from tengen.train.learner import batch_tensors
-from tengen.train.rows import RecordError, row_count, rows_from_record, validate
+from tengen.loop.rows import RecordError, row_count, rows_from_record, validate
 from tengen.train.window import Window
 
 from test_search_selfplay import Quick, RecordingTree, accepted, new_game, play_game, settings

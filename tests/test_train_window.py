@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tengen.go import planes, symmetry
-from tengen.train.rows import TrainingRows
+from tengen.loop.rows import TrainingRows
 from tengen.train.window import Window, window_size
 
 POS_LEN = 9

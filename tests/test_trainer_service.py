@@ -31,7 +31,7 @@ from tengen.infra.kafka import header
 from tengen.loop.messages import CANDIDATES_TOPIC, CandidateAnnouncement, DLQ_TOPIC, GAMES_TOPIC, ensure_loop_topics
 from tengen.nn.export import load_export
 from tengen.proto import game_pb2
-from tengen.train.rows import window_rows
+from tengen.loop.rows import window_rows
 from tengen.train.service import NONFINITE_STREAK_RED, TrainerService
 from tengen.train.window import Window
 from trainer_support import fill_window

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tengen.data.synthetic import random_game
-from tengen.train.rows import rows_from_record
+from tengen.loop.rows import rows_from_record
 from tengen.train.window import Window
 
 POISON = 3e38

@@ -14,13 +14,13 @@ import os
 import sys
 from pathlib import Path
 
+from tengen.config import placeholder_secret
 from tengen.infra.entrypoint import add_preset_argument, load_service_config, port, positive_int, stop_on_signals
 from tengen.logs import configure_logging
 from tengen.ratings.config import (
     add_store_arguments,
     fill_from_config,
     load_or_create_token,
-    placeholder_secret,
     store_url,
 )
 

@@ -1,6 +1,6 @@
 """`tengen bench ab`: the strength a setting buys, as issue-style A/B runs of the in-process loop.
 
-Two arms of the learning loop (tengen.train.learning_loop: self-play -> window -> learner -> SWA
+Two arms of the learning loop (tengen.run.in_process: self-play -> window -> learner -> SWA
 candidate -> self-play, no services), A with the preset as it is and B with the --b overrides (and
 A with the --a ones), start from the same seed and run side by side, one process and one torch
 thread each, until each has used --seconds of CPU time (time.process_time: both arms get the same
@@ -66,7 +66,7 @@ def _arm(name: str, preset: str, env: dict[str, str], seed: int, cpu_seconds: fl
     from tengen.config import load_config
     from tengen.train.window import Window
     from tengen.nn.export import export_model
-    from tengen.train.learning_loop import learn_in_process
+    from tengen.run.in_process import learn_in_process
 
     torch.set_num_threads(1)
     config = load_config(preset, env=env)

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> dict:
 
     from tengen.train.learner import Learner, batch_tensors
     from tengen.config import TrainerConfig
-    from tengen.train.rows import rows_from_record
+    from tengen.loop.rows import rows_from_record
     from tengen.data.synthetic import random_game
     from tengen.train.window import Window
     from tengen.nn.loss import compute_loss

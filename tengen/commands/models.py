@@ -181,7 +181,7 @@ def _promote(args: argparse.Namespace) -> int:
     from tengen.gate.promotion import ExportError, ModelServer, validate_export
     from tengen.infra.triton.errors import TritonError
     from tengen.infra.triton.repository import ModelRepository
-    from tengen.run.bootstrap import model_config
+    from tengen.infra.triton.repository import model_config
 
     export: Path = args.path
     try:

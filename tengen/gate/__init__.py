@@ -1,2 +1,2 @@
-"""Gating: candidate-against-champion matches, the promotion decision and its ledger, and the
-hot swap of a promoted version into Triton."""
+"""Gating: candidate-against-champion matches, the promotion decision, and the hot swap of a
+promoted version into Triton (its ledger on disk is tengen.loop.ledger)."""

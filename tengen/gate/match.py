@@ -27,18 +27,12 @@ import numpy as np
 from tengen.config import Config, SearchConfig
 from tengen.go import passalive
 from tengen.go.board import BLACK, Board, WHITE
+from tengen.loop.ledger import END_MOVE_CAP, END_PASS_ALIVE, END_RESIGN, END_TWO_PASSES, MatchGameResult
 from tengen.nn.evaluator import Evaluator
 from tengen.search.mcts import NNCache, Tree
 from tengen.search.single_search import read_result
 from tengen.selfplay.game import move_temperature, random_rules, sample_by_visits
 from tengen.selfplay.runner import BatchedRunner, Slot, per_evaluator
-
-# How a match game ended.
-END_RESIGN = "resign"
-END_TWO_PASSES = "two passes"
-END_PASS_ALIVE = "pass-alive"
-END_MOVE_CAP = "move cap"
-
 
 @dataclass
 class NetMatchSettings:
@@ -62,58 +56,6 @@ class NetMatchSettings:
                    komi=gating.komi, visits=gating.visits, temperature_start=gating.temperature,
                    temperature_end=min(config.search.temperature_end, gating.temperature),
                    max_moves_factor=game.max_moves_factor)
-
-
-@dataclass(frozen=True)
-class MatchGameResult:
-    """One finished game. `black_side` is 0 or 1 (the side, i.e. evaluator, that played Black)."""
-
-    index: int
-    black_side: int
-    winner: str  # "B", "W" or "draw"
-    score: float | None  # Black minus White by the rules engine; None after a resignation
-    end: str
-    moves: int
-    board_size: int
-    rules: str
-    komi: float
-    # The moves in order (move indices, the pass = board_size**2), so the game can be replayed and
-    # watched (the ratings page, as SGF); empty in match files written before they were kept.
-    move_list: tuple[int, ...] = ()
-
-    def winner_side(self) -> int | None:
-        """0 or 1, or None for a draw."""
-        if self.winner == "draw":
-            return None
-        return self.black_side if self.winner == "B" else 1 - self.black_side
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "black_side": self.black_side, "winner": self.winner, "score": self.score,
-                "end": self.end, "moves": self.moves, "board_size": self.board_size, "rules": self.rules,
-                "komi": self.komi, "move_list": list(self.move_list)}
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> "MatchGameResult":
-        score = raw["score"]
-        result = cls(index=int(raw["index"]), black_side=int(raw["black_side"]), winner=str(raw["winner"]),
-                     score=None if score is None else float(score), end=str(raw["end"]), moves=int(raw["moves"]),
-                     board_size=int(raw["board_size"]), rules=str(raw["rules"]), komi=float(raw["komi"]),
-                     move_list=_move_list(raw.get("move_list", ()), int(raw["board_size"])))
-        if result.winner not in ("B", "W", "draw") or result.black_side not in (0, 1) or result.index < 0:
-            raise ValueError(f"bad match game result {raw!r}")
-        if result.move_list and len(result.move_list) != result.moves:
-            raise ValueError(f"match game {result.index}: {len(result.move_list)} moves listed, {result.moves} counted")
-        return result
-
-
-def _move_list(raw: Any, board_size: int) -> tuple[int, ...]:
-    """The recorded moves as move indices of a board_size board (0 .. board_size**2, the pass)."""
-    if not isinstance(raw, (list, tuple)):
-        raise ValueError(f"move_list must be a list, got {type(raw).__name__}")
-    moves = tuple(raw)
-    if any(isinstance(m, bool) or not isinstance(m, int) or not 0 <= m <= board_size * board_size for m in moves):
-        raise ValueError(f"move_list holds a move that is not a point of a {board_size}x{board_size} board or a pass")
-    return moves
 
 
 def resigning_color(black_winrates: Sequence[float], turns: int, threshold: float) -> int | None:

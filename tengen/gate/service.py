@@ -56,15 +56,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from tengen.config import Config
 from tengen.gate.decision import Score, Verdict, decide
-from tengen.gate.ledger import DecisionLog, MatchFile, check_candidate_name
-from tengen.gate.match import MatchGameResult, MatchRunner, NetMatchSettings
+from tengen.gate.match import MatchRunner, NetMatchSettings
 from tengen.gate.promotion import ExportError, ModelServer, ServedMismatch, validate_export
 from tengen.infra.health import HealthServer
 from tengen.infra.kafka import Backoff, GroupConsumer, KafkaAdapterError, ReliableProducer
 from tengen.infra.triton.client import TritonEvaluator, wait_version_ready
 from tengen.infra.triton.errors import TritonError
-from tengen.infra.triton.repository import ModelRepository
+from tengen.infra.triton.repository import ModelRepository, model_config
 from tengen.loop.layout import DataDir
+from tengen.loop.ledger import DecisionLog, MatchFile, MatchGameResult, check_candidate_name
 from tengen.loop.messages import (
     CANDIDATES_TOPIC,
     CandidateAnnouncement,
@@ -76,7 +76,6 @@ from tengen.loop.messages import (
 from tengen.nn.export import export_samples, sidecar_path
 from tengen.ratings.records import GameReport, PlayerInfo, RatingsError
 from tengen.ratings.report import Reporter, ratings_reporter
-from tengen.run.bootstrap import model_config
 
 log = logging.getLogger("services.gating")
 

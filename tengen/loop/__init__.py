@@ -1,2 +1,3 @@
-"""What ties the loop's stages together: the data dir's layout (layout) and the messages between
-the services (messages)."""
+"""What ties the loop's stages together, the contracts each stage reads and writes: the data dir's
+layout (layout), the messages between the services (messages), the game record and the training
+rows made from it (rows), and gating's ledger on disk (ledger)."""

@@ -10,7 +10,7 @@
   tensorboard/trainer/                the trainer's TensorBoard events
   sgf/v<N>/<game id>.sgf              self-play games by the version that played them
   selfplay/outbox/<worker>/           each worker's published games not yet committed
-  gating/decisions.jsonl              one line per decided candidate (tengen.gate.ledger)
+  gating/decisions.jsonl              one line per decided candidate (tengen.loop.ledger)
   gating/matches/<candidate>.jsonl    each match's games
   strength/results.jsonl              games against GNU Go while the loop runs (tengen.strength.measure)
   strength/sgf/v<N>/                  their SGFs

@@ -77,26 +77,6 @@ def sqlite_url(data_dir: Path) -> str:
     return f"sqlite:///{DataDir(data_dir).ratings_sqlite.resolve()}"
 
 
-# The placeholder secrets the deployment files ship (.env.example, k8s/base/kustomization.yaml):
-# a deployment that still has one is refused at start instead of running with a public secret.
-PLACEHOLDER_PREFIXES = ("replace-me", "replace-with")
-
-
-def placeholder_secret(token: str | None, database_url: str | None) -> str | None:
-    """What is still a placeholder (a sentence for the error), or None."""
-    if token and token.strip().lower().startswith(PLACEHOLDER_PREFIXES):
-        return "the ratings token (TENGEN_RATINGS_TOKEN) is the deployment files' placeholder"
-    if database_url:
-        from sqlalchemy.engine import make_url
-        from sqlalchemy.exc import ArgumentError
-
-        try:
-            password = make_url(database_url).password
-        except ArgumentError:
-            return None  # not a URL at all: the store says so when it opens it
-        if password and str(password).lower().startswith(PLACEHOLDER_PREFIXES):
-            return "the ratings database password (in TENGEN_DATABASE_URL) is the deployment files' placeholder"
-    return None
 
 
 def store_url(data_dir: Path, database_url: str | None) -> str:

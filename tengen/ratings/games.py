@@ -5,7 +5,7 @@ Kubernetes mount at /data):
 
 - `sgf/v<N>/<game id>.sgf`: self-play's sampled games of version N (services.selfplay);
 - `gating/matches/<candidate>.jsonl`: each gating match, one line per game with its moves
-  (tengen.gate.ledger, tengen.gate.match.MatchGameResult), and `gating/decisions.jsonl`,
+  (tengen.loop.ledger: MatchFile, MatchGameResult), and `gating/decisions.jsonl`,
   which says which candidate became which version.
 
 Version N's gating games are those of the matches it defended (opponent_version N) and the match
@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tengen.gate.ledger import MatchFile, check_candidate_name, read_lines
-from tengen.gate.match import END_RESIGN, MatchGameResult
+from tengen.loop.ledger import END_RESIGN, MatchFile, MatchGameResult, check_candidate_name, read_lines
 from tengen.go.board import BLACK, WHITE
 from tengen.go.rules import parse_rules
 from tengen.go.sgf import SgfError, SgfGame, read_game, write_game

@@ -6,4 +6,7 @@ selfplay) as supervised child processes, with a live status view.
 - supervisor.py: child processes and servers, restarts with backoff, the ordered shutdown.
 - status.py: the progress figures read from metrics and the data dir, and their rendering.
 - local.py: the run itself, wiring the above together.
+- chaos.py: the fault drill (`tengen chaos`).
+- in_process.py: the loop in one process without services (self-play, window, learner), for
+  `tengen bench ab` and the learning tests.
 """

@@ -12,21 +12,9 @@ import tempfile
 from pathlib import Path
 
 from tengen.config import Config
-from tengen.infra.triton.repository import ModelRepository, render_config
+from tengen.infra.triton.repository import ModelRepository, model_config
 
 log = logging.getLogger(__name__)
-
-
-def model_config(config: Config, name: str, backend: str = "python") -> str:
-    """The model's config.pbtxt as the preset's triton section says (the one place a preset
-    reaches Triton's batching, instances and warm-up)."""
-    t = config.triton
-    instances = t.gpu_instances if backend != "python" and t.gpu_instances else t.instances
-    # Warm up on the largest board the run plays, so the first real request finds a warm model.
-    return render_config(name, backend, max_batch_size=t.max_batch_size, queue_delay_us=t.queue_delay_us,
-                         preferred_batch_sizes=t.preferred_batch_sizes, instances=instances,
-                         torch_threads=t.threads, warmup_board=max(config.game.board_sizes),
-                         warmup_batch=t.warmup_batch)
 
 
 def configure_model(repository: ModelRepository, config: Config, name: str, backend: str | None = None) -> bool:

@@ -23,7 +23,7 @@ resignation: when for 5 turns the losing side's best winrate has stayed under 5%
 shrink towards n visits and their rows weigh 0.1 + 0.9 lambda (§6.2.1; see `lopsided_factor`).
 Policy surprise weighting (KataGo's "other methods" notes): with `surprise_weighting` on, each full
 search also records its policy surprise, KL(policy target || root prior), from which the trainer
-writes surprising positions into the window more often (tengen.train.rows.frequency_weights).
+writes surprising positions into the window more often (tengen.loop.rows.frequency_weights).
 Side branches (§6.2.2): after 2.5% of search turns the game branches temporarily from the
 position before the move just played: an alternative move (any legal board move but the one
 played) is drawn from the net's raw policy at temperature 1 (70%), 2 (25%) or infinity (5%), and
@@ -56,7 +56,7 @@ from tengen.go.rules import Rules
 from tengen.proto import game_pb2
 from tengen.search.mcts import Tree
 from tengen.search.single_search import SearchResult, read_result
-from tengen.train.rows import MAX_POLICY_SURPRISE
+from tengen.loop.rows import MAX_POLICY_SURPRISE
 
 # One yield of the game generator: "run the search that is set up on my tree".
 GameSteps = Generator[None, None, game_pb2.GameRecord]

@@ -33,7 +33,7 @@ from tengen.proto import game_pb2
 from tengen.search.mcts import NNCache, Tree, backup_batch, select_batch
 from tengen.search.single_search import new_tree
 from tengen.selfplay.game import GameSteps, SelfPlayGame, SelfplaySettings
-from tengen.train.rows import row_count
+from tengen.loop.rows import row_count
 
 
 @dataclass

@@ -23,7 +23,7 @@ group has committed it, and is sent again when a broker restart lost it; the tra
 byte-identical copy of a game it already has. A full outbox (the trainer down for long) pauses the
 games.
 
-Publishing: every finished game is checked with tengen.train.rows.validate (the trainer's own
+Publishing: every finished game is checked with tengen.loop.rows.validate (the trainer's own
 check; a failure is logged and counted, never published), sampled games are written as SGF under
 `<data_dir>/sgf/v<version>/`, and the record goes to `tengen.games` through ReliableProducer
 (acks=all, key = game id, buffered and resent while the broker is down; a resend keeps its id).
@@ -69,7 +69,7 @@ from tengen.loop.layout import DataDir
 from tengen.loop.messages import GAMES_TOPIC, ModelAnnouncement, ModelWatcher, TRAINER_GROUP, wait_for_loop_topics
 from tengen.proto import game_pb2
 from tengen.selfplay.runner import SelfplayRunner
-from tengen.train.rows import RecordError, row_count, validate
+from tengen.loop.rows import RecordError, row_count, validate
 
 log = logging.getLogger("services.selfplay")
 

@@ -1,4 +1,3 @@
-"""The trainer's stage: GameRecords into training rows (rows), the durable window (window), ingesting
-games into it (ingest), the learner (learner: SGD with the paper's schedule, SWA candidates), the
-service that wires them to Kafka (service; `python -m services.trainer` is its shell), and the
-whole loop in one process without services (learning_loop)."""
+"""The trainer's stage: the durable window (window), ingesting games into it (ingest: records into
+rows with tengen.loop.rows), the learner (learner: SGD with the paper's schedule, SWA candidates)
+and the service that wires them to Kafka (service; `python -m services.trainer` is its shell)."""

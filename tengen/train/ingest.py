@@ -1,7 +1,7 @@
 """Games from Kafka into the window: decode, validate by replay, dedupe, append, then commit.
 
 For each polled batch of records, in order:
-1. bytes -> GameRecord -> rows (tengen.train.rows.window_rows: policy surprise weighting repeats
+1. bytes -> GameRecord -> rows (tengen.loop.rows.window_rows: policy surprise weighting repeats
    some, drops others, seeded by the game id); a RecordError (malformed bytes, bad field,
    illegal move on replay, ...) sends the record to `tengen.games.dlq` with the reason;
 2. a game id the window has already seen is dropped (Kafka delivers at least once) when its record
@@ -23,7 +23,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from tengen.infra.kafka import send_dead_letter
 from tengen.loop.messages import DLQ_TOPIC
-from tengen.train.rows import RecordError, decode, window_rows
+from tengen.loop.rows import RecordError, decode, window_rows
 from tengen.train.window import Window
 
 log = logging.getLogger("services.trainer")

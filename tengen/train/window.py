@@ -44,7 +44,7 @@ import numpy as np
 
 from tengen.go import planes, symmetry
 from tengen.infra.files import fsync_dir
-from tengen.train.rows import TrainingRows
+from tengen.loop.rows import TrainingRows
 
 FORMAT = "tengen-window-3"  # 3: rows carry short-term value and score targets
 # Windows of the previous format stay readable and appendable in their own format: their rows (and

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from tengen.config import Config
 from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
 from tengen.infra.files import fsync_dir
 from tengen.infra.triton.errors import TritonError, UnknownModelError
@@ -93,6 +94,20 @@ def render_config(
 
 
 # -- atomic file system helpers -------------------------------------------------------------------
+
+
+def model_config(config: Config, name: str, backend: str = "python") -> str:
+    """The model's config.pbtxt as the preset's triton section says (the one place a preset
+    reaches Triton's batching, instances and warm-up)."""
+    t = config.triton
+    instances = t.gpu_instances if backend != "python" and t.gpu_instances else t.instances
+    # Warm up on the largest board the run plays, so the first real request finds a warm model.
+    return render_config(name, backend, max_batch_size=t.max_batch_size, queue_delay_us=t.queue_delay_us,
+                         preferred_batch_sizes=t.preferred_batch_sizes, instances=instances,
+                         torch_threads=t.threads, warmup_board=max(config.game.board_sizes),
+                         warmup_batch=t.warmup_batch)
+
+
 def _copy_file(src: Path, dst: Path) -> None:
     """Copy and fsync one file."""
     with open(src, "rb") as fin, open(dst, "wb") as fout:

@@ -1,5 +1,6 @@
 """Gating's durable state under `<data_dir>/gating/` (tengen.loop.layout): one file per match and
-the decision log.
+the decision log, written by gating (tengen.gate) and read by the ratings pages and `tengen run`'s
+status view.
 
 - `matches/<candidate>.jsonl`: a header line (candidate, its path, the opponent version, the
   candidate's version in Triton), then one line per finished game (MatchGameResult.to_dict, with
@@ -19,14 +20,73 @@ import json
 import logging
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from tengen.gate.match import MatchGameResult
 from tengen.infra.files import fsync_dir
 from tengen.loop.layout import DataDir
 
 log = logging.getLogger("services.gating")
+
+# How a match game ended.
+END_RESIGN = "resign"
+END_TWO_PASSES = "two passes"
+END_PASS_ALIVE = "pass-alive"
+END_MOVE_CAP = "move cap"
+
+
+@dataclass(frozen=True)
+class MatchGameResult:
+    """One finished game. `black_side` is 0 or 1 (the side, i.e. evaluator, that played Black)."""
+
+    index: int
+    black_side: int
+    winner: str  # "B", "W" or "draw"
+    score: float | None  # Black minus White by the rules engine; None after a resignation
+    end: str
+    moves: int
+    board_size: int
+    rules: str
+    komi: float
+    # The moves in order (move indices, the pass = board_size**2), so the game can be replayed and
+    # watched (the ratings page, as SGF); empty in match files written before they were kept.
+    move_list: tuple[int, ...] = ()
+
+    def winner_side(self) -> int | None:
+        """0 or 1, or None for a draw."""
+        if self.winner == "draw":
+            return None
+        return self.black_side if self.winner == "B" else 1 - self.black_side
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "black_side": self.black_side, "winner": self.winner, "score": self.score,
+                "end": self.end, "moves": self.moves, "board_size": self.board_size, "rules": self.rules,
+                "komi": self.komi, "move_list": list(self.move_list)}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> "MatchGameResult":
+        score = raw["score"]
+        result = cls(index=int(raw["index"]), black_side=int(raw["black_side"]), winner=str(raw["winner"]),
+                     score=None if score is None else float(score), end=str(raw["end"]), moves=int(raw["moves"]),
+                     board_size=int(raw["board_size"]), rules=str(raw["rules"]), komi=float(raw["komi"]),
+                     move_list=_move_list(raw.get("move_list", ()), int(raw["board_size"])))
+        if result.winner not in ("B", "W", "draw") or result.black_side not in (0, 1) or result.index < 0:
+            raise ValueError(f"bad match game result {raw!r}")
+        if result.move_list and len(result.move_list) != result.moves:
+            raise ValueError(f"match game {result.index}: {len(result.move_list)} moves listed, {result.moves} counted")
+        return result
+
+
+def _move_list(raw: Any, board_size: int) -> tuple[int, ...]:
+    """The recorded moves as move indices of a board_size board (0 .. board_size**2, the pass)."""
+    if not isinstance(raw, (list, tuple)):
+        raise ValueError(f"move_list must be a list, got {type(raw).__name__}")
+    moves = tuple(raw)
+    if any(isinstance(m, bool) or not isinstance(m, int) or not 0 <= m <= board_size * board_size for m in moves):
+        raise ValueError(f"move_list holds a move that is not a point of a {board_size}x{board_size} board or a pass")
+    return moves
+
 
 DECISION_FIELDS = ("candidate", "candidate_path", "opponent_version", "wins", "losses", "draws", "games",
                    "promoted", "promoted_version", "reason", "time")

@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tengen.train.rows import (
+from tengen.loop.rows import (
     RecordError, TrainingRows, decode, frequency_weights, repeats, rows_from_record, window_rows,
 )
 from tengen.data.synthetic import random_game

@@ -49,14 +49,10 @@ import numpy as np
 from tengen.go import passalive, planes
 from tengen.go.board import Board
 from tengen.go.rules import IllegalMoveError, parse_rules
+from tengen.config import MAX_MOVES_FACTOR
 from tengen.proto import game_pb2
 
 MAX_ID_LENGTH = 256
-# Bounds on what one game may weigh in the window. Self-play cuts a game at
-# game.max_moves_factor x area moves (config keeps that factor within this bound), and side
-# branches add at most that many searches again; a longer record is an attack or a bug, and it
-# would crowd the window (a 20,000-move game once became 97% of it).
-MAX_MOVES_FACTOR = 5.0
 # Sample weights are 1, or less in lopsided games (§3.5); a larger one would act as a learning
 # rate multiplier on one row (3e38 turned every weight into NaN within 30 seconds).
 MAX_WEIGHT = 1.0

@@ -3,7 +3,7 @@ candidate -> self-play, every candidate taking over self-play at once (no gating
 
 It is the same data flow as the distributed loop (DESIGN.md) with the same pieces: the self-play
 runner (tengen.selfplay.runner) on an in-process TorchEvaluator instead of Triton, each finished
-GameRecord replayed into rows (tengen.train.rows) and appended to a window (tengen.train.window)
+GameRecord replayed into rows (tengen.loop.rows) and appended to a window (tengen.train.window)
 instead of going through Kafka, and a learner (the trainer's tengen.train.learner.Learner,
 passed in: the library does not import services) that trains on the window and makes SWA
 candidates. It exists for tests and diagnosis of what the loop learns at a preset, e.g. whether
@@ -29,7 +29,7 @@ from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.model import KataGoNet
 from tengen.proto import game_pb2
 from tengen.selfplay.runner import SelfplayRunner
-from tengen.train.rows import window_rows
+from tengen.loop.rows import window_rows
 from tengen.train.window import Window
 
 
