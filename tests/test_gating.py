@@ -31,7 +31,8 @@ from torch import nn
 
 from tengen.config import Config, load_config
 from tengen.gate.decision import Score, decide, sprt_bounds, sprt_llr
-from tengen.loop.ledger import DECISION_FIELDS, DecisionLog, MatchFile, MatchGameResult, append_line, read_lines
+from tengen.infra.files import append_line, read_lines
+from tengen.loop.ledger import DECISION_FIELDS, DecisionLog, MatchFile, MatchGameResult
 from tengen.gate.match import MatchRunner, NetMatchSettings, resigning_color
 from tengen.gate.service import GatingService
 from tengen.go.board import BLACK, WHITE

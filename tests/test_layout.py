@@ -23,7 +23,7 @@ def test_every_path_of_the_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         d.matches: "gating/matches", d.match("candidate-000000001000"): "gating/matches/candidate-000000001000.jsonl",
         d.strength_results: "strength/results.jsonl", d.strength_sgf_version(3): "strength/sgf/v3",
         d.ratings_sqlite: "ratings.sqlite", d.ratings_token: "ratings.token", d.logs: "logs",
-        d.run_state: "run.json", d.run_lock: "run.lock",
+        d.run_state: "run.json", d.run_lock: "run.lock", d.run_records: "runs.jsonl",
     }
     for path, relative in expected.items():
         assert path == tmp_path / relative

@@ -20,7 +20,8 @@ from games_support import CANDIDATE, MATCH_GAMES, OLD_CANDIDATE, SELFPLAY_IDS, m
 
 from services.ratings.__main__ import build_parser, games_dir
 from tengen.config import load_config
-from tengen.loop.ledger import MatchFile, MatchGameResult, append_line
+from tengen.infra.files import append_line
+from tengen.loop.ledger import MatchFile, MatchGameResult
 from tengen.go import passalive
 from tengen.go.board import BLACK, WHITE
 from tengen.go.rules import parse_rules

@@ -148,6 +148,10 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path, gnugo: 
             os.kill(pid, 0)
     assert _leftovers(str(data_dir)) == []
     assert not (data_dir / "run.json").exists()
+    # What made the data dir stays: a record of the first run and of the one after the kill.
+    records = [json.loads(line) for line in (data_dir / "runs.jsonl").read_text().splitlines()]
+    assert len(records) == 2 and all(r["preset"] == "tiny" and r["config"]["game"]["board_sizes"] == [7]
+                                     for r in records), records
 
     # What the first run printed: version 1 made, status lines (stdout is not a terminal); what the
     # last printed when Ctrl-C stopped it: the summary.

@@ -16,6 +16,7 @@
   strength/sgf/v<N>/                  their SGFs
   ratings.sqlite, ratings.token       the ratings store without Postgres, and its write token
   logs/, run.json, run.lock           `tengen run`'s logs, state and lock
+  runs.jsonl                          what made the data dir: one line per `tengen run` (tengen.run.record)
 ```
 The ratings service's "games dir" is a data dir too (or the part of one it mounts): it reads the
 self-play SGFs and gating's files at these same places.
@@ -160,3 +161,7 @@ class DataDir:
     @property
     def run_lock(self) -> Path:
         return self.root / "run.lock"
+
+    @property
+    def run_records(self) -> Path:
+        return self.root / "runs.jsonl"

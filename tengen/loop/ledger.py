@@ -16,15 +16,13 @@ next append starts on a fresh line.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from tengen.infra.files import fsync_dir
+from tengen.infra.files import append_line, read_lines
 from tengen.loop.layout import DataDir
 
 log = logging.getLogger("services.gating")
@@ -98,41 +96,6 @@ def check_candidate_name(name: str) -> str:
     if not _NAME_RE.match(name):
         raise ValueError(f"bad candidate name {name!r}: 1-200 letters, digits, '_', '.', '-'")
     return name
-
-
-def append_line(path: Path, obj: dict[str, Any]) -> None:
-    """Append `obj` as one JSON line and fsync it; a torn last line left by a crash is ended first."""
-    new = not path.exists()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = (json.dumps(obj, sort_keys=True) + "\n").encode()
-    with open(path, "ab+") as f:
-        if f.tell() > 0:
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":
-                data = b"\n" + data
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    if new:
-        fsync_dir(path.parent)
-
-
-def read_lines(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSON-lines file, skipping torn or foreign lines (logged)."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            log.warning("gating: skipping unreadable line %d of %s (torn by a crash?)", number, path)
-            continue
-        if isinstance(obj, dict):
-            yield obj
 
 
 class DecisionLog:

@@ -39,6 +39,7 @@ from tengen.infra.triton.server import LocalTriton
 from tengen.loop.layout import DataDir
 from tengen.ratings.config import load_or_create_token
 from tengen.run.bootstrap import ensure_model
+from tengen.run.record import append_run_record
 from tengen.run.ports import PortPicker
 from tengen.run.status import StatusReader, render_line, render_screen
 from tengen.run.supervisor import Child, ServerChild, ServiceProcess, Supervisor, SupervisorError
@@ -127,6 +128,8 @@ class LocalRun:
     def _run_locked(self, stop: threading.Event) -> int:
         opts = self.options
         self.repository = ModelRepository(self.layout.models)
+        record = append_run_record(self.data_dir, self.config)
+        self._say(f"run record (configuration, version, commit) appended to {record}")
         version, created = ensure_model(self.repository, self.config)
         self._say(f"model {self.config.run.model_name}: "
                   + (f"wrote version 1 (random {self.config.trainer.arch} net)" if created

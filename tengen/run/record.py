@@ -1,0 +1,72 @@
+"""What made a data dir: one line in `<data_dir>/runs.jsonl` for every `tengen run` on it.
+
+Each start appends the time, the command line, tengen's version and, when tengen runs from a git
+checkout, its commit (and whether the tree had changes), and the whole resolved configuration, the
+secrets left out. The file is kept when the run ends, so a data dir says what trained it, as
+KataGo keeps the configs and code version of every run; a continued run adds its own line.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from tengen.config import Config
+from tengen.infra.files import append_line
+from tengen.loop.layout import DataDir
+
+SECRETS = (("ratings", "token"), ("ratings", "database_url"))
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def source_commit(where: Path = PACKAGE_DIR) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the git checkout holding `where`; (None, None) when it is no checkout."""
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return None, None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return commit.strip(), None if status is None else bool(status.strip())
+
+
+def tengen_version() -> str | None:
+    try:
+        return metadata.version("tengen")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def run_record(config: Config, argv: list[str] | None = None) -> dict[str, Any]:
+    """The record of a run starting now with `config` (secrets replaced by whether they are set)."""
+    settings = dataclasses.asdict(config)
+    settings.pop("from_env", None)
+    for section, key in SECRETS:
+        settings[section][key] = "(set)" if settings[section][key] else None
+    commit, dirty = source_commit()
+    return {
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "argv": list(sys.argv[1:] if argv is None else argv),
+        "tengen": tengen_version(),
+        "commit": commit,
+        "dirty": dirty,
+        "preset": config.preset,
+        "overridden": sorted(config.from_env),
+        "config": settings,
+    }
+
+
+def append_run_record(data_dir: Path, config: Config, argv: list[str] | None = None) -> Path:
+    """Append this run's record to the data dir's runs.jsonl; returns its path."""
+    path = DataDir(data_dir).run_records
+    append_line(path, run_record(config, argv))
+    return path

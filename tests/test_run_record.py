@@ -1,0 +1,37 @@
+"""tengen.run.record: every `tengen run` leaves a line saying what made the data dir."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tengen.config import load_config
+from tengen.run.record import append_run_record, run_record, source_commit
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_a_record_holds_the_resolved_configuration_without_secrets() -> None:
+    env = {"TENGEN_RATINGS_TOKEN": "s3cret-token-value", "TENGEN_SEARCH__FULL_VISITS": "48"}
+    record = run_record(load_config("tiny", env=env), ["run", "--preset", "tiny"])
+    assert record["argv"] == ["run", "--preset", "tiny"] and record["preset"] == "tiny"
+    assert record["config"]["search"]["full_visits"] == 48 and record["overridden"] == ["ratings.token", "search.full_visits"]
+    assert record["config"]["ratings"]["token"] == "(set)" and record["config"]["ratings"]["database_url"] is None
+    assert "s3cret" not in json.dumps(record)
+    assert record["tengen"] == "0.1.0"
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:  # tests run from a checkout (CI's is a clone)
+        assert record["commit"] == head.stdout.strip() and isinstance(record["dirty"], bool)
+
+
+def test_records_are_appended_and_kept(tmp_path: Path) -> None:
+    config = load_config("tiny", env={})
+    path = append_run_record(tmp_path, config, ["run"])
+    append_run_record(tmp_path, config, ["run", "--duration", "5m"])
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert path == tmp_path / "runs.jsonl"
+    assert [r["argv"] for r in lines] == [["run"], ["run", "--duration", "5m"]]
+
+
+def test_no_commit_outside_a_checkout(tmp_path: Path) -> None:
+    assert source_commit(tmp_path) == (None, None)
