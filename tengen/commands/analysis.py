@@ -23,6 +23,8 @@ import signal
 import sys
 from typing import Any
 
+from tengen.infra.entrypoint import positive_int
+
 log = logging.getLogger(__name__)
 
 
@@ -71,13 +73,6 @@ def _run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     from tengen.commands.gtp import add_model_arguments
 
@@ -86,9 +81,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model_arguments(parser)
-    parser.add_argument("--max-visits", type=_positive, default=500,
+    parser.add_argument("--max-visits", type=positive_int, default=500,
                         help="visits of a query that gives no maxVisits (default 500, as KataGo's example config)")
-    parser.add_argument("--analysis-threads", type=_positive, default=2,
+    parser.add_argument("--analysis-threads", type=positive_int, default=2,
                         help="positions searched at once, their evaluations batched together (default 2)")
     parser.add_argument("--search", choices=("mcts", "policy"), default="mcts",
                         help="mcts (default): tengen's MCTS for maxVisits playouts; policy: the raw net, "
@@ -96,7 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--report-winrates-as", choices=("BLACK", "WHITE", "SIDETOMOVE"), default="BLACK",
                         help="perspective of winrates, scores and ownership (default BLACK, as KataGo's "
                         "example config; a query can override it with reportAnalysisWinratesAs)")
-    parser.add_argument("--max-batch", type=_positive, default=256,
+    parser.add_argument("--max-batch", type=positive_int, default=256,
                         help="most positions in one evaluation batch (default 256)")
     parser.add_argument("--quit-without-waiting", action="store_true",
                         help="at the end of the input, stop at once instead of finishing queued queries")

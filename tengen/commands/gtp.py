@@ -13,7 +13,7 @@ import logging
 import sys
 from typing import Any
 
-from tengen.infra.entrypoint import positive_float
+from tengen.infra.entrypoint import positive_float, positive_int
 
 log = logging.getLogger(__name__)
 
@@ -24,13 +24,6 @@ TRITON_WAIT_S = 30.0
 # What loading a model can raise: a missing or unreadable export (OSError, ValueError), a file
 # TorchScript cannot load or a Triton server that refuses the model (RuntimeError).
 MODEL_ERRORS = (OSError, ValueError, RuntimeError)
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
 
 
 def _rules(text: str) -> Any:
@@ -48,12 +41,12 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         help="export file (TorchScript + .json sidecar), or the model name with --triton")
     parser.add_argument("--triton", metavar="URL", default=None,
                         help="evaluate through Triton at this gRPC address instead of in-process")
-    parser.add_argument("--model-version", type=_positive, default=None,
+    parser.add_argument("--model-version", type=positive_int, default=None,
                         help="Triton model version (default: the latest ready one)")
     parser.add_argument("--triton-wait", type=positive_float, default=TRITON_WAIT_S, metavar="SECONDS",
                         help="how long an unreachable Triton is retried, at the start and later, before "
                         f"its request fails (default {TRITON_WAIT_S:g})")
-    parser.add_argument("--threads", type=_positive, default=1, help="CPU threads for the net (default 1)")
+    parser.add_argument("--threads", type=positive_int, default=1, help="CPU threads for the net (default 1)")
     parser.add_argument("--runtime", default="auto", choices=("auto", "torch", "openvino"),
                         help="CPU runtime of an export (default auto: OpenVINO where installed, else torch)")
     parser.add_argument("--policy", default="auto", choices=("auto", "normal", "optimistic"),
@@ -65,7 +58,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags that build an engine (shared with `tengen eval`)."""
     add_model_arguments(parser)
-    parser.add_argument("--visits", type=_positive, default=1,
+    parser.add_argument("--visits", type=positive_int, default=1,
                         help="playouts per move: 1 (default) plays the raw policy, more search with MCTS")
 
 
@@ -158,7 +151,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_engine_arguments(parser)
-    parser.add_argument("--analysis-visits", type=_positive, default=None,
+    parser.add_argument("--analysis-visits", type=positive_int, default=None,
                         help="budget of lz-analyze / kata-analyze (default: 11 net evaluations with "
                         f"--visits 1, else {MCTS_ANALYSIS_VISITS} playouts)")
     parser.add_argument("--rules", type=_rules, default=KATAGO,

@@ -12,27 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
+from tengen.infra.entrypoint import positive_float, positive_int
+
 KINDS = ("model", "anchor", "engine")
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
 
 
 def add_game_arguments(parser: argparse.ArgumentParser, default_games: int) -> None:
@@ -40,7 +27,7 @@ def add_game_arguments(parser: argparse.ArgumentParser, default_games: int) -> N
     from tengen.commands.gtp import _rules
     from tengen.go.rules import KATAGO
 
-    parser.add_argument("--games", type=_positive, default=default_games,
+    parser.add_argument("--games", type=positive_int, default=default_games,
                         help=f"games to play (default {default_games})")
     parser.add_argument("--size", type=int, default=9, choices=range(7, 20), metavar="7..19",
                         help="board size (default 9)")
@@ -48,9 +35,9 @@ def add_game_arguments(parser: argparse.ArgumentParser, default_games: int) -> N
     parser.add_argument("--rules", type=_rules, default=KATAGO,
                         help="rules the referee plays and scores by (default katago: area scoring "
                         "with pass-alive territory, positional superko, no suicide)")
-    parser.add_argument("--max-moves", type=_positive, default=None,
+    parser.add_argument("--max-moves", type=positive_int, default=None,
                         help="move cap, after which the game is scored as it stands (default 3 x area)")
-    parser.add_argument("--move-timeout", type=_seconds, default=120.0,
+    parser.add_argument("--move-timeout", type=positive_float, default=120.0,
                         help="seconds an engine may take for one move before it forfeits (default 120)")
     parser.add_argument("--sgf-dir", type=Path, default=None,
                         help="write every game here as SGF (and each engine's stderr log)")

@@ -23,7 +23,7 @@ from typing import Any
 
 from tengen.commands import CommandError
 from tengen.config import BACKENDS, Config
-from tengen.infra.entrypoint import add_preset_argument
+from tengen.infra.entrypoint import add_preset_argument, positive_float
 
 # A person is waiting: a Triton that does not answer within this is reported as not reachable.
 REACHABLE_TIMEOUT_S = 3.0
@@ -318,13 +318,6 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 # -- argparse -------------------------------------------------------------------------------------
-def _positive(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "models", help="model exports and the Triton model repository: init, list, promote (hot swap), configure, "
@@ -365,7 +358,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      "model.onnx with TensorRT fp16, the fast path) or pytorch (GPU: libtorch) (default "
                      "triton.backend: $TENGEN_TRITON__BACKEND, else python)")
     add_preset_argument(pro, "preset whose triton section (batching, instances, warm-up) a new model's config takes")
-    pro.add_argument("--timeout", type=_positive, default=300.0,
+    pro.add_argument("--timeout", type=positive_float, default=300.0,
                      help="seconds to wait for the load and the announcement (default 300)")
     pro.set_defaults(func=_promote)
 
@@ -377,7 +370,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_repository_arguments(con)
     add_preset_argument(con, "preset to take the settings from")
     con.add_argument("--triton", default=None, help=TRITON_HELP)
-    con.add_argument("--timeout", type=_positive, default=300.0, help="seconds to wait for the reload (default 300)")
+    con.add_argument("--timeout", type=positive_float, default=300.0, help="seconds to wait for the reload (default 300)")
     con.set_defaults(func=_configure)
 
     pre = actions.add_parser("prepare", help="before Triton starts: the model's config, version 1, the announcement",
@@ -394,6 +387,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      "python); an existing model keeps its own")
     pre.add_argument("--kafka", default=None, help="Kafka bootstrap servers for the announcement "
                      "($TENGEN_KAFKA_BOOTSTRAP; unset: no announcement)")
-    pre.add_argument("--timeout", type=_positive, default=600.0,
+    pre.add_argument("--timeout", type=positive_float, default=600.0,
                      help="seconds to wait for the topics and the announcement (default 600)")
     pre.set_defaults(func=_prepare)
