@@ -43,10 +43,12 @@ trap 'rm -rf "$work"' EXIT
 step() { printf '\n== %s\n' "$*"; }
 has_image() { docker image inspect "$1" > /dev/null 2>&1; }
 
-# The first http(s) mirror of Debian's main archive in apt's sources (deb822 or one-line format).
+# The first http(s) mirror of Debian's main archive in apt's sources (deb822 or one-line format;
+# any of the files may be missing).
 debian_mirror() {
-    cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
-        | grep -oE 'https?://[^ ]+/debian/?( |$)' | grep -v security | head -n 1 | tr -d ' '
+    local sources
+    sources="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null || true)"
+    grep -oE 'https?://[^ ]+/debian/?( |$)' <<< "$sources" | grep -v security | head -n 1 | tr -d ' ' || true
 }
 
 step "Debian 12 base ($debian_image)"
