@@ -33,7 +33,8 @@ import pytest
 import torch
 
 from tengen.go.board import BLACK, Board, WHITE
-from tengen.gtp.analysis_engine import AnalysisEngine, create_engine, parse_kata_rules, tengen_rules
+from tengen.gtp.analysis_engine import AnalysisEngine, create_engine
+from tengen.gtp.analysis_query import parse_kata_rules, tengen_rules
 from tengen.gtp.batching import BatchingEvaluator
 from tengen.gtp.protocol import parse_vertex
 from tengen.nn.evaluator import TorchEvaluator
