@@ -18,7 +18,7 @@ from tengen.config import load_config
 from tengen.data.record_sgf import write_record_sgf
 from tengen.data.synthetic import random_game
 from tengen.loop.ledger import DecisionLog, MatchFile, MatchGameResult
-from tengen.gate.match import MatchRunner, NetMatchSettings
+from tengen.gate.net_match import MatchRunner, NetMatchSettings
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.model import build_model
 

@@ -33,7 +33,7 @@ def test_each_net_searches_with_its_own_arms_settings_in_the_match(tmp_path: Pat
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A search method is part of how its net plays: B's trees get B's search settings, A's A's."""
     import tengen.bench.ab
-    import tengen.gate.match
+    import tengen.gate.net_match
     from tengen.nn.export import export_model
     from tengen.nn.model import build_model
 
@@ -41,12 +41,12 @@ def test_each_net_searches_with_its_own_arms_settings_in_the_match(tmp_path: Pat
     export_model(build_model("b1c16"), tmp_path / "B.pt", samples_seen=0)
     built = []
 
-    class Recording(tengen.gate.match.MatchRunner):
+    class Recording(tengen.gate.net_match.MatchRunner):
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
             built.append(self)
 
-    monkeypatch.setattr(tengen.gate.match, "MatchRunner", Recording)
+    monkeypatch.setattr(tengen.gate.net_match, "MatchRunner", Recording)
     arms = {"A": {"TENGEN_SEARCH__CPUCT": "0.7"}, "B": {"TENGEN_SEARCH__CPUCT": "2.5"}}
     result = tengen.bench.ab._match("tiny", arms, tmp_path / "A.pt", tmp_path / "B.pt", games=2, visits=4, seed=1)
     assert result["games"] == 2

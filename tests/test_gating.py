@@ -33,7 +33,7 @@ from tengen.config import Config, load_config
 from tengen.gate.decision import Score, decide, sprt_bounds, sprt_llr
 from tengen.infra.files import append_line, read_lines
 from tengen.loop.ledger import DECISION_FIELDS, DecisionLog, MatchFile, MatchGameResult
-from tengen.gate.match import MatchRunner, NetMatchSettings, resigning_color
+from tengen.gate.net_match import MatchRunner, NetMatchSettings, resigning_color
 from tengen.gate.service import GatingService
 from tengen.go.board import BLACK, WHITE
 from tengen.infra.broker import LocalBroker, free_port

@@ -22,7 +22,7 @@ from tengen.go.board import BLACK, Board, WHITE
 from tengen.go.rules import parse_rules
 from tengen.gtp.analysis import Analysis, MoveInfo, PolicyAnalyzer, choose_move, fills_own_eye
 from tengen.gtp.engine import GtpEngine, handicap_points, parse_analyze_args, parse_rules_argument
-from tengen.gtp.mcts import MctsAnalyzer
+from tengen.gtp.mcts_analyzer import MctsAnalyzer
 from tengen.gtp.protocol import Command, GtpError, format_response, parse_command, parse_vertex
 from tengen.gtp.timecontrol import TimeManager
 from tengen.nn.evaluator import TorchEvaluator

@@ -6,7 +6,7 @@ tengen.run.in_process), then two statistical checks of the final net:
 (a) it does not pass its games away: in self-play games of the final net, passes are under 10% of
     the moves, not counting each game's last ten moves (every game ends with passes);
 (b) it beats the starting (random) net in at least 70% of 40 games, colours alternating, with
-    gating's match settings (tengen.gate.match: komi 7.5, the preset's gating visits), draws
+    gating's match settings (tengen.gate.net_match: komi 7.5, the preset's gating visits), draws
     counting half.
 
 Both fail when self-play locks into passing: with 4-visit fast searches (tengen/configs/tiny.yaml says
@@ -25,7 +25,7 @@ import pytest
 import torch
 
 from tengen.config import Config, load_config
-from tengen.gate.match import MatchRunner, NetMatchSettings
+from tengen.gate.net_match import MatchRunner, NetMatchSettings
 from tengen.gtp.engine_match import wilson_interval
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.selfplay.runner import SelfplayRunner

@@ -111,7 +111,7 @@ def _match(preset: str, arms: dict[str, dict[str, str]], a_path: Path, b_path: P
     from tengen.config import load_config
     from tengen.gtp.engine_match import elo_difference, wilson_interval
     from tengen.nn.evaluator import make_evaluator
-    from tengen.gate.match import MatchRunner, NetMatchSettings
+    from tengen.gate.net_match import MatchRunner, NetMatchSettings
 
     config = load_config(preset, env={})
     settings = NetMatchSettings.from_config(config)

@@ -2,7 +2,7 @@
 
 The net is either an export file run in this process (`--model PATH`) or a model served by
 Triton (`--triton URL --model NAME`). `--visits 1` plays the raw policy (one evaluation per
-move); more visits search with tengen.search's MCTS (see tengen.gtp.mcts) and play the most
+move); more visits search with tengen.search's MCTS (see tengen.gtp.mcts_analyzer) and play the most
 visited move. The protocol runs on stdin/stdout; logs go to stderr.
 """
 from __future__ import annotations
@@ -86,7 +86,7 @@ def build_analyzer(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """The analyzer for the arguments (the raw policy for one visit, MCTS for more) and the
     model's metadata (see build_evaluator)."""
     from tengen.gtp.analysis import PolicyAnalyzer
-    from tengen.gtp.mcts import MctsAnalyzer
+    from tengen.gtp.mcts_analyzer import MctsAnalyzer
 
     evaluator, metadata = build_evaluator(args)
     return (PolicyAnalyzer(evaluator) if args.visits == 1 else MctsAnalyzer(evaluator)), metadata

@@ -16,7 +16,7 @@ to CANDIDATE_SCAN records at a time, decided in order). For each candidate:
 4. Load the candidate into Triton as a version of `<model>-candidate` in the same repository
    (written atomically, loaded, checked to answer like the export; older candidate versions are
    removed from disk first so the model keeps at most two).
-5. Play the match (tengen.gate.match: Appendix D settings, both colours equally, batched through
+5. Play the match (tengen.gate.net_match: Appendix D settings, both colours equally, batched through
    the self-play runner, one TritonEvaluator per side), each finished game appended and fsynced to
    `matches/<candidate>.jsonl` with a progress line; stop once decided (tengen.gate.decision).
 6. On a pass, promote through exactly `tengen models promote`'s hot swap
@@ -56,7 +56,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from tengen.config import Config
 from tengen.gate.decision import Score, Verdict, decide
-from tengen.gate.match import MatchRunner, NetMatchSettings
+from tengen.gate.net_match import MatchRunner, NetMatchSettings
 from tengen.gate.promotion import ExportError, ModelServer, ServedMismatch, validate_export
 from tengen.infra.health import HealthServer
 from tengen.infra.kafka import Backoff, GroupConsumer, KafkaAdapterError, ReliableProducer

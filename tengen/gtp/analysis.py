@@ -11,7 +11,7 @@ ownership; with a visit budget above 1 it also evaluates the children of the mos
 (one batch) so each candidate gets its own winrate, score and a two-move PV. With a budget of 1 it
 is the plain policy player: the move with the highest prior; above 1, the evaluated child with
 the best utility (a one-ply search). The MCTS-backed analyzer (see
-`tengen.gtp.mcts`) implements the same interface.
+`tengen.gtp.mcts_analyzer`) implements the same interface.
 
 Besides what the GTP engine shows, an analysis carries what KataGo's JSON analysis engine reports
 (`tengen analysis`, tengen.gtp.analysis_engine): the net's own evaluation of the position

@@ -10,7 +10,7 @@ a JSON object with a string id gets ``{"error"}``); settings tengen reads but ca
 ``{"id", "field", "warning"}`` and the query goes on.
 
 Tasks wait in a priority queue (higher `priority` first, then the earlier query) and are searched
-by worker threads, one analyzer each (queries parsed by tengen.gtp.analysis_query) (tengen.gtp.mcts or the raw policy of tengen.gtp.analysis);
+by worker threads, one analyzer each (queries parsed by tengen.gtp.analysis_query) (tengen.gtp.mcts_analyzer or the raw policy of tengen.gtp.analysis);
 their net evaluations share batches through tengen.gtp.batching. Terminating a queued task answers
 it at once with `noResults`; a running one stops and reports what it has, as KataGo does.
 
@@ -408,7 +408,7 @@ def create_engine(evaluator: Any, *, threads: int = 2, search: str = "mcts", out
     raw policy with a one-ply look ("policy") per worker, their evaluations batched together
     when there is more than one."""
     from tengen.config import SearchConfig
-    from tengen.gtp.mcts import MctsAnalyzer
+    from tengen.gtp.mcts_analyzer import MctsAnalyzer
 
     if search not in ("mcts", "policy"):
         raise ValueError(f"search must be mcts or policy, got {search!r}")

@@ -13,7 +13,7 @@ that also has `infer(spatial, globals)` returning an object with `.outputs` and 
 positions.
 
 `BatchedRunner` is that loop for any game generator; it also drives games between two nets
-(tengen.gate.match: one tree per side, each side's leaves batched for its own evaluator).
+(tengen.gate.net_match: one tree per side, each side's leaves batched for its own evaluator).
 `SelfplayRunner` plays SelfPlayGames with one evaluator.
 """
 from __future__ import annotations
