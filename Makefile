@@ -20,7 +20,9 @@ $(STAMP): pyproject.toml setup.py
 build: $(STAMP)
 	$(BIN)/python setup.py --quiet build_ext --inplace
 
+# ruff first (pyproject's [tool.ruff]): a lint error stops the run before the suite starts.
 test: build
+	$(BIN)/ruff check tengen services tests docker
 	$(BIN)/python -m pytest -q
 
 test-fast: build

@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from tengen.config import Config, ENV_ALIASES, KafkaConfig, PRESET_ENV, RatingsConfig, TritonConfig, load_config
+from tengen.config import ENV_ALIASES, PRESET_ENV, Config, KafkaConfig, RatingsConfig, TritonConfig, load_config
 
 REPO = Path(__file__).resolve().parent.parent
 APP_ROOT = PurePosixPath("/app")  # where docker/Dockerfile puts the checkout in the image
@@ -369,10 +369,19 @@ def prometheus_targets(config: dict) -> list[tuple[str, str, int, str]]:
                 host, port = host_port(target)
                 targets.append((job["job_name"], host, port, path))
         for dns in job.get("dns_sd_configs", []):
-            assert dns.get("type", "SRV") == "A" and "port" in dns, f"{job['job_name']}: DNS discovery needs type A and a port"
+            assert dns.get("type", "SRV") == "A" and "port" in dns, \
+                f"{job['job_name']}: DNS discovery needs type A and a port"
             targets.extend((job["job_name"], name, int(dns["port"]), path) for name in dns["names"])
-        unknown = set(job) - {"job_name", "static_configs", "dns_sd_configs", "metrics_path", "scrape_interval",
-                              "scrape_timeout", "kubernetes_sd_configs", "relabel_configs"}
+        unknown = set(job) - {
+            "job_name",
+            "static_configs",
+            "dns_sd_configs",
+            "metrics_path",
+            "scrape_interval",
+            "scrape_timeout",
+            "kubernetes_sd_configs",
+            "relabel_configs",
+        }
         assert not unknown, f"{job['job_name']}: unexpected keys {unknown}"
     return targets
 

@@ -17,8 +17,8 @@ import torch
 from tengen.config import load_config
 from tengen.data.record_sgf import write_record_sgf
 from tengen.data.synthetic import random_game
-from tengen.loop.ledger import DecisionLog, MatchFile, MatchGameResult
 from tengen.gate.net_match import MatchRunner, NetMatchSettings
+from tengen.loop.ledger import DecisionLog, MatchFile, MatchGameResult
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.model import build_model
 

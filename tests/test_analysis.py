@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 import torch
 
-from tengen.go.board import BLACK, Board, WHITE
+from tengen.go.board import BLACK, WHITE, Board
 from tengen.gtp.analysis_engine import AnalysisEngine, create_engine
 from tengen.gtp.analysis_query import parse_kata_rules, tengen_rules
 from tengen.gtp.batching import BatchingEvaluator
@@ -649,8 +649,9 @@ def test_command_end_of_input_and_sigterm(tiny_export: Path) -> None:
     # End of input: queued queries are finished first, then a clean exit.
     proc = _start(*model)
     query = katrain_query("QUERY:1", GAME, visits=4, report_every=None)
-    out, err = proc.communicate("\n".join([json.dumps(query), "{bad", json.dumps({"id": "v", "action": "query_version"})])
-                                + "\n", timeout=60)
+    out, err = proc.communicate(
+        "\n".join([json.dumps(query), "{bad", json.dumps({"id": "v", "action": "query_version"})]) + "\n", timeout=60
+    )
     assert proc.returncode == 0, err
     messages = [json.loads(line) for line in out.splitlines()]
     assert {"error"} in [set(m) for m in messages]
@@ -661,8 +662,12 @@ def test_command_end_of_input_and_sigterm(tiny_export: Path) -> None:
     assert proc.stdin is not None and proc.stderr is not None
     while "Started, ready" not in proc.stderr.readline():
         pass
-    proc.stdin.write(json.dumps({"id": "long", "moves": [], "rules": "chinese", "boardXSize": 9, "boardYSize": 9,
-                                 "maxVisits": 100_000}) + "\n")
+    proc.stdin.write(
+        json.dumps(
+            {"id": "long", "moves": [], "rules": "chinese", "boardXSize": 9, "boardYSize": 9, "maxVisits": 100_000}
+        )
+        + "\n"
+    )
     proc.stdin.flush()
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
@@ -673,8 +678,9 @@ def test_command_end_of_input_and_sigterm(tiny_export: Path) -> None:
 def _katrain_session(*args: str, query: dict[str, Any]) -> tuple[KaTrainReader, list[dict[str, Any]]]:
     """`tengen analysis ARGS` given `query` and query_models, read as KaTrain reads the answers."""
     proc = _start(*args)
-    out, err = proc.communicate(json.dumps(query) + "\n" + json.dumps({"id": "m", "action": "query_models"}) + "\n",
-                                timeout=120)
+    out, err = proc.communicate(
+        json.dumps(query) + "\n" + json.dumps({"id": "m", "action": "query_models"}) + "\n", timeout=120
+    )
     assert proc.returncode == 0 and "Traceback" not in err, err
     messages = [json.loads(line) for line in out.splitlines()]
     reader = KaTrainReader((query["boardXSize"], query["boardYSize"]))
@@ -697,11 +703,13 @@ def test_katrain_query_through_triton(triton_server: Any, tiny_export: Path) -> 
     load_model(triton_server.grpc_url, name)
     query = katrain_query("QUERY:1", GAME, visits=16, report_every=None)
     common = ("--max-batch", "64", "--analysis-threads", "2")
-    triton, triton_models = _katrain_session("--triton", triton_server.grpc_url, "--model", name,
-                                             "--model-version", "1", *common, query=query)
+    triton, triton_models = _katrain_session(
+        "--triton", triton_server.grpc_url, "--model", name, "--model-version", "1", *common, query=query
+    )
     local, _ = _katrain_session("--model", str(tiny_export), "--runtime", "torch", *common, query=query)
-    assert triton_models == [[{"name": name, "internalName": name, "maxBatchSize": 64, "usesHumanSLProfile": False,
-                               "version": 1}]]
+    assert triton_models == [
+        [{"name": name, "internalName": name, "maxBatchSize": 64, "usesHumanSLProfile": False, "version": 1}]
+    ]
     for reader in (triton, local):
         assert reader.completed and reader.root is not None and reader.root["visits"] == 16
         assert reader.candidate_moves("B") and len(reader.ownership or []) == 81
@@ -712,11 +720,21 @@ def test_katrain_query_through_triton(triton_server: Any, tiny_export: Path) -> 
 
 
 def test_command_errors_are_one_line(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "tengen.cli", "analysis", "--model", str(tmp_path / "none.pt")],
-                            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        [sys.executable, "-m", "tengen.cli", "analysis", "--model", str(tmp_path / "none.pt")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith("error: cannot load the model: no exported model at")
     assert "Traceback" not in result.stderr
-    help_text = subprocess.run([sys.executable, "-m", "tengen.cli", "analysis", "--help"], capture_output=True,
-                               text=True, timeout=60, check=True).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "tengen.cli", "analysis", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert "Override Engine Command" in help_text and "--analysis-threads" in help_text

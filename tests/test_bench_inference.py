@@ -29,7 +29,8 @@ def test_server_cpu_counts_the_children() -> None:
     """The CPU clock of the Triton path adds the server's children (the backend stubs run the net)."""
     from tengen.bench.inference import _server_cpu_s
 
-    burn = "import sys, time\nwhile time.process_time() < 0.3: pass\nsys.stdout.write('done\\n'); sys.stdout.flush()\ntime.sleep(60)"
+    burn = ("import sys, time\nwhile time.process_time() < 0.3: pass\n"
+            "sys.stdout.write('done\\n'); sys.stdout.flush()\ntime.sleep(60)")
     before = _server_cpu_s(os.getpid())
     child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
     try:

@@ -57,8 +57,12 @@ def _processes_mentioning(text: str) -> list[int]:
 
 @pytest.mark.slow
 def test_sigterm_stops_the_servers_and_removes_the_data_dir() -> None:
-    bench = subprocess.Popen([sys.executable, "-m", "tengen.cli", "bench", "loop", "--preset", "tiny", "--seconds", "600"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "tengen.cli", "bench", "loop", "--preset", "tiny", "--seconds", "600"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     data_dir = None
     try:
         for line in bench.stdout:

@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from process_support import ROOT, TENGEN, Moment, has, interrupt
 
 

@@ -11,8 +11,8 @@ from tengen.config import load_config
 from tengen.data.synthetic import random_game
 from tengen.infra.outbox import Outbox
 from tengen.loop.layout import DataDir
-from tengen.run.chaos import Drill, spooled_ids
 from tengen.loop.rows import rows_from_record
+from tengen.run.chaos import Drill, spooled_ids
 from tengen.train.window import Window
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-import tengen.commands.bench
 from tengen.cli import build_parser, main
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from process_support import TENGEN, has, interrupt, runs
+
 from tengen.config import load_config
 from tengen.infra.process import marked_processes
 from tengen.infra.triton.repository import ModelRepository
@@ -50,11 +50,32 @@ def _engine_ready(sgf_dir: Path) -> bool:
 @pytest.mark.slow
 def test_eval_gnugo_stops_its_engines_on_sigterm(tmp_path: Path, tiny_export: Path, gnugo: str) -> None:
     sgf_dir = tmp_path / "sgf"
-    out = interrupt(tmp_path, [*TENGEN, "eval", "gnugo", "--model", str(tiny_export), "--visits", SEARCHING,
-                               "--gnugo", gnugo, "--size", "7", "--games", "4", "--no-ratings", "--sgf-dir", str(sgf_dir)],
-                    [("GNU Go", lambda found, log: has(gnugo)(found)),
-                     ("the tengen engine searching", lambda found, log: runs(ENGINE)(found) and _engine_ready(sgf_dir))],
-                    signal.SIGTERM)
+    out = interrupt(
+        tmp_path,
+        [
+            *TENGEN,
+            "eval",
+            "gnugo",
+            "--model",
+            str(tiny_export),
+            "--visits",
+            SEARCHING,
+            "--gnugo",
+            gnugo,
+            "--size",
+            "7",
+            "--games",
+            "4",
+            "--no-ratings",
+            "--sgf-dir",
+            str(sgf_dir),
+        ],
+        [
+            ("GNU Go", lambda found, log: has(gnugo)(found)),
+            ("the tengen engine searching", lambda found, log: runs(ENGINE)(found) and _engine_ready(sgf_dir)),
+        ],
+        signal.SIGTERM,
+    )
     assert "interrupted by SIGTERM" in out and "Traceback" not in out
 
 
@@ -62,11 +83,30 @@ def test_eval_gnugo_stops_its_engines_on_sigterm(tmp_path: Path, tiny_export: Pa
 def test_match_stops_its_engines_on_ctrl_c(tmp_path: Path, tiny_export: Path, gnugo: str) -> None:
     sgf_dir = tmp_path / "sgf"
     black = " ".join([*TENGEN, "gtp", "--model", str(tiny_export), "--size", "7", "--visits", SEARCHING])
-    out = interrupt(tmp_path, [*TENGEN, "match", "--black", black, "--black-name", "tiny", "--white",
-                               f"{gnugo} --mode gtp --level 0", "--size", "7", "--no-ratings", "--sgf-dir", str(sgf_dir)],
-                    [("GNU Go", lambda found, log: has(gnugo)(found)),
-                     ("the tengen engine searching", lambda found, log: runs(ENGINE)(found) and _engine_ready(sgf_dir))],
-                    signal.SIGINT, to_group=True)
+    out = interrupt(
+        tmp_path,
+        [
+            *TENGEN,
+            "match",
+            "--black",
+            black,
+            "--black-name",
+            "tiny",
+            "--white",
+            f"{gnugo} --mode gtp --level 0",
+            "--size",
+            "7",
+            "--no-ratings",
+            "--sgf-dir",
+            str(sgf_dir),
+        ],
+        [
+            ("GNU Go", lambda found, log: has(gnugo)(found)),
+            ("the tengen engine searching", lambda found, log: runs(ENGINE)(found) and _engine_ready(sgf_dir)),
+        ],
+        signal.SIGINT,
+        to_group=True,
+    )
     assert "interrupted by SIGINT" in out and "Traceback" not in out
 
 
@@ -74,15 +114,29 @@ def test_match_stops_its_engines_on_ctrl_c(tmp_path: Path, tiny_export: Path, gn
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_strength_service_stops_mid_measurement(tmp_path: Path, gnugo: str, signum: int) -> None:
     data_dir = tmp_path / "data"
-    env = {"TENGEN_DATA_DIR": str(data_dir), "TENGEN_RATINGS_URL": "", "TENGEN_STRENGTH__GNUGO": gnugo,
-           "TENGEN_STRENGTH__GNUGO_LEVELS": "0", "TENGEN_STRENGTH__GAMES": "4", "TENGEN_STRENGTH__VISITS": "8"}
+    env = {
+        "TENGEN_DATA_DIR": str(data_dir),
+        "TENGEN_RATINGS_URL": "",
+        "TENGEN_STRENGTH__GNUGO": gnugo,
+        "TENGEN_STRENGTH__GNUGO_LEVELS": "0",
+        "TENGEN_STRENGTH__GAMES": "4",
+        "TENGEN_STRENGTH__VISITS": "8",
+    }
     ensure_model(ModelRepository(DataDir(data_dir).models), load_config("tiny", env=env))  # version 1
     # The game in progress finishes, then exit 0; Ctrl-C at the terminal does not reach the engines
     # (their own process group), so it does not end that game as a forfeit in the results either.
-    out = interrupt(tmp_path, [sys.executable, "-m", "services.strength", "--preset", "tiny", "--http-port", "0"],
-                    [("GNU Go", lambda found, log: has(gnugo)(found)),
-                     ("the tengen engine", lambda found, log: runs(ENGINE)(found))],
-                    signum, expect_code=0, to_group=signum == signal.SIGINT, env=env)
+    out = interrupt(
+        tmp_path,
+        [sys.executable, "-m", "services.strength", "--preset", "tiny", "--http-port", "0"],
+        [
+            ("GNU Go", lambda found, log: has(gnugo)(found)),
+            ("the tengen engine", lambda found, log: runs(ENGINE)(found)),
+        ],
+        signum,
+        expect_code=0,
+        to_group=signum == signal.SIGINT,
+        env=env,
+    )
     assert f"received {signal.Signals(signum).name}" in out and "strength: stopped" in out
     assert "strength: game 1 " in out and "forfeits" not in out and "engine failure" not in out
 
@@ -92,7 +146,11 @@ def test_chaos_stops_its_run_on_sigterm(tmp_path: Path) -> None:
     # Signalled while the run it started brings up its servers: the drill's run, and whatever that
     # run had started, must go with it.
     data_dir = tmp_path / "run"
-    out = interrupt(tmp_path, [*TENGEN, "chaos", "--preset", "tiny", "--data-dir", str(data_dir), "--rounds", "1"],
-                    [("tritonserver", lambda found, log: has("bin/tritonserver")(found))], signal.SIGTERM)
+    out = interrupt(
+        tmp_path,
+        [*TENGEN, "chaos", "--preset", "tiny", "--data-dir", str(data_dir), "--rounds", "1"],
+        [("tritonserver", lambda found, log: has("bin/tritonserver")(found))],
+        signal.SIGTERM,
+    )
     assert "interrupted by SIGTERM" in out
     assert marked_processes(str(data_dir.resolve())) == []  # also what started after the last look

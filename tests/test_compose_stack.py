@@ -21,7 +21,6 @@ import urllib.request
 from typing import Iterator
 
 import pytest
-
 from compose_support import REPO, ComposeError, ComposeProject, engine, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -99,7 +98,10 @@ class Stack:
             all(states.get(s, {}).get("State") == "exited" for s in ONE_SHOT)
 
     def triton_ready(self, version: int) -> bool:
-        return http_status(f"http://127.0.0.1:{self.ports['TRITON_HTTP_PORT']}/v2/models/{MODEL}/versions/{version}/ready") == 200
+        return (
+            http_status(f"http://127.0.0.1:{self.ports['TRITON_HTTP_PORT']}/v2/models/{MODEL}/versions/{version}/ready")
+            == 200
+        )
 
 
 @pytest.fixture(scope="module")
@@ -109,17 +111,36 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         images_env = workdir / "images.env"
         started = time.monotonic()
         with open(workdir / "build.log", "w") as build_log:
-            built = subprocess.run(["bash", str(REPO / "docker" / "build-local-images.sh"), str(images_env)],
-                                   env=docker_env, stdout=build_log, stderr=subprocess.STDOUT, timeout=1200)
+            built = subprocess.run(
+                ["bash", str(REPO / "docker" / "build-local-images.sh"), str(images_env)],
+                env=docker_env,
+                stdout=build_log,
+                stderr=subprocess.STDOUT,
+                timeout=1200,
+            )
         if built.returncode != 0:
-            raise ComposeError(f"build-local-images.sh exited {built.returncode}:\n"
-                               + (workdir / "build.log").read_text()[-4000:])
+            raise ComposeError(
+                f"build-local-images.sh exited {built.returncode}:\n" + (workdir / "build.log").read_text()[-4000:]
+            )
         build_s = time.monotonic() - started
-        ports = {name: free_port() for name in ("RATINGS_HTTP_PORT", "RATINGS_GRPC_PORT", "TENSORBOARD_PORT",
-                                                "TRITON_HTTP_PORT", "TRITON_GRPC_PORT", "TRITON_METRICS_PORT")}
-        settings = {"TENGEN_PRESET": "tiny", "SELFPLAY_REPLICAS": "1",
-                    "TENGEN_RATINGS_TOKEN": secrets.token_urlsafe(24), "POSTGRES_PASSWORD": secrets.token_urlsafe(24),
-                    **{k: str(v) for k, v in ports.items()}}
+        ports = {
+            name: free_port()
+            for name in (
+                "RATINGS_HTTP_PORT",
+                "RATINGS_GRPC_PORT",
+                "TENSORBOARD_PORT",
+                "TRITON_HTTP_PORT",
+                "TRITON_GRPC_PORT",
+                "TRITON_METRICS_PORT",
+            )
+        }
+        settings = {
+            "TENGEN_PRESET": "tiny",
+            "SELFPLAY_REPLICAS": "1",
+            "TENGEN_RATINGS_TOKEN": secrets.token_urlsafe(24),
+            "POSTGRES_PASSWORD": secrets.token_urlsafe(24),
+            **{k: str(v) for k, v in ports.items()},
+        }
         dot_env = workdir / "test.env"
         dot_env.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         project = ComposeProject(f"tengen-test-{secrets.token_hex(3)}", [images_env, dot_env], docker_env)
@@ -129,16 +150,24 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             yield result
         finally:
             project.run("down", "-v", "--remove-orphans", "--timeout", "30", check=False, timeout_s=300)
-            print(f"\ncompose stack figures: {json.dumps({k: round(v, 1) for k, v in result.timings.items()})}",
-                  file=sys.__stderr__, flush=True)
+            print(
+                f"\ncompose stack figures: {json.dumps({k: round(v, 1) for k, v in result.timings.items()})}",
+                file=sys.__stderr__,
+                flush=True,
+            )
 
 
 def test_every_service_reaches_healthy_and_the_one_shots_exit_0(stack: Stack) -> None:
     started = time.monotonic()
     stack.project.run("up", "-d", timeout_s=900)
     try:
-        wait_for(stack.healthy, "every long-running service healthy, kafka-init and model-init exited",
-                 900, stack.project, poll_s=5)
+        wait_for(
+            stack.healthy,
+            "every long-running service healthy, kafka-init and model-init exited",
+            900,
+            stack.project,
+            poll_s=5,
+        )
     finally:
         stack.timings["up_to_healthy_s"] = time.monotonic() - started
     states = stack.states()
@@ -151,18 +180,39 @@ def test_every_service_reaches_healthy_and_the_one_shots_exit_0(stack: Stack) ->
 def test_games_reach_the_trainer_and_a_promotion_is_hot_swapped_into_selfplay(stack: Stack) -> None:
     started = time.monotonic()
     selfplay_id = stack.states()["selfplay"]["ID"]
-    wait_for(lambda: metric(stack.scrape("trainer", 8071), "tengen_trainer_games_total") >= 5,
-             "the trainer's first games", 600, stack.project, ("selfplay", "trainer"))
-    wait_for(lambda: stack.triton_ready(2), "version 2 promoted and ready in Triton", 900, stack.project,
-             ("trainer", "gating"), poll_s=5)
+    wait_for(
+        lambda: metric(stack.scrape("trainer", 8071), "tengen_trainer_games_total") >= 5,
+        "the trainer's first games",
+        600,
+        stack.project,
+        ("selfplay", "trainer"),
+    )
+    wait_for(
+        lambda: stack.triton_ready(2),
+        "version 2 promoted and ready in Triton",
+        900,
+        stack.project,
+        ("trainer", "gating"),
+        poll_s=5,
+    )
     stack.timings["first_promotion_s"] = time.monotonic() - started + stack.timings.get("up_to_healthy_s", 0)
     # The worker switched on the announcement, in the same container (no restart, no new one).
-    wait_for(lambda: metric(stack.scrape("selfplay", 8072), "tengen_selfplay_model_version") >= 2,
-             "self-play asking for version 2", 300, stack.project, ("selfplay",))
+    wait_for(
+        lambda: metric(stack.scrape("selfplay", 8072), "tengen_selfplay_model_version") >= 2,
+        "self-play asking for version 2",
+        300,
+        stack.project,
+        ("selfplay",),
+    )
     after = stack.states()["selfplay"]
     assert after["ID"] == selfplay_id and after["State"] == "running"
-    restarts = subprocess.run(["docker", "inspect", "-f", "{{.RestartCount}}", selfplay_id], env=stack.project.env,
-                              capture_output=True, text=True, check=True).stdout.strip()
+    restarts = subprocess.run(
+        ["docker", "inspect", "-f", "{{.RestartCount}}", selfplay_id],
+        env=stack.project.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert restarts == "0"
     # The model repository as gating sees it agrees with Triton: version 2 there and READY.
     listed = json.loads(stack.project.run("exec", "-T", "gating", "tengen", "models", "list", "--json").stdout)
@@ -174,8 +224,12 @@ def test_games_reach_the_trainer_and_a_promotion_is_hot_swapped_into_selfplay(st
 
 def test_ratings_list_the_promoted_version_and_the_pages_answer(stack: Stack) -> None:
     url = f"127.0.0.1:{stack.ports['RATINGS_GRPC_PORT']}"
-    top = subprocess.run([sys.executable, "-m", "tengen.cli", "ratings", "top", "--url", url, "--n", "0", "--json"],
-                         capture_output=True, text=True, timeout=60)
+    top = subprocess.run(
+        [sys.executable, "-m", "tengen.cli", "ratings", "top", "--url", url, "--n", "0", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert top.returncode == 0, top.stderr
     names = {row["name"] for row in json.loads(top.stdout)["ratings"]}
     assert "tengen-v2" in names, names
@@ -194,9 +248,13 @@ def test_a_killed_part_comes_back_and_selfplay_moves_again(stack: Stack, service
         in_window = set(stack.window()["ids"])
         stack.project.run("pause", "trainer")
         try:
-            wait_for(lambda: len(stack.note_acknowledged() - in_window) >= 5,
-                     "5 acknowledged games on the broker that the paused trainer has not taken", 300,
-                     stack.project, ("selfplay",))
+            wait_for(
+                lambda: len(stack.note_acknowledged() - in_window) >= 5,
+                "5 acknowledged games on the broker that the paused trainer has not taken",
+                300,
+                stack.project,
+                ("selfplay",),
+            )
             stack.at_risk = stack.acknowledged - in_window
             moves = stack.positions()
             stack.project.run("kill", "-s", "KILL", service)
@@ -207,10 +265,22 @@ def test_a_killed_part_comes_back_and_selfplay_moves_again(stack: Stack, service
         moves = stack.positions()
         stack.project.run("kill", "-s", "KILL", service)
     stack.project.run("up", "-d", timeout_s=600)
-    wait_for(lambda: stack.states()[service].get("Health") == "healthy", f"{service} healthy again", 600,
-             stack.project, (service,), poll_s=5)
-    wait_for(lambda: stack.positions() > moves + 20, "self-play moving again", 600, stack.project,
-             ("selfplay", service), poll_s=5)
+    wait_for(
+        lambda: stack.states()[service].get("Health") == "healthy",
+        f"{service} healthy again",
+        600,
+        stack.project,
+        (service,),
+        poll_s=5,
+    )
+    wait_for(
+        lambda: stack.positions() > moves + 20,
+        "self-play moving again",
+        600,
+        stack.project,
+        ("selfplay", service),
+        poll_s=5,
+    )
     stack.timings[f"kill_{service}_s"] = time.monotonic() - started
 
 
@@ -221,11 +291,13 @@ def test_every_acknowledged_game_reaches_the_window_exactly_once(stack: Stack) -
     def all_in() -> bool:
         return stack.acknowledged <= set(stack.window()["ids"])
 
-    wait_for(all_in, f"the {len(stack.acknowledged)} acknowledged games in the window", 600, stack.project,
-             ("trainer",))
+    wait_for(
+        all_in, f"the {len(stack.acknowledged)} acknowledged games in the window", 600, stack.project, ("trainer",)
+    )
     window = stack.window()
-    stack.timings.update(acknowledged=len(stack.acknowledged), at_risk=len(stack.at_risk),
-                         window_games=len(window["ids"]))
+    stack.timings.update(
+        acknowledged=len(stack.acknowledged), at_risk=len(stack.at_risk), window_games=len(window["ids"])
+    )
     assert window["duplicated"] == 0
 
 

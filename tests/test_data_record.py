@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from tengen.data.synthetic import random_game
-from tengen.proto import game_pb2, generate
 from tengen.loop.rows import RecordError, decode, validate
+from tengen.proto import game_pb2, generate
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +121,14 @@ BREAKERS: dict[str, tuple[Callable[[game_pb2.GameRecord], None], str]] = {
     "huge weight": (lambda r: setattr(r.moves[0], "weight", 3e38), "weight must be within 0..1"),
     "policy target on a stone": (_policy_on_a_stone, "is illegal there: occupied"),
     "too many moves": (_too_long, "406 moves: a 9x9 game has at most 405"),
-    "value sum": (lambda r: setattr(_first_full(r), "value_win", 0.0) or setattr(_first_full(r), "value_loss", 0.2), "sum to"),
-    "full search without target": (lambda r: _first_full(r).ClearField("policy_moves") or _first_full(r).ClearField("policy_visits"), "needs a policy target"),
+    "value sum": (
+        lambda r: setattr(_first_full(r), "value_win", 0.0) or setattr(_first_full(r), "value_loss", 0.2),
+        "sum to",
+    ),
+    "full search without target": (
+        lambda r: _first_full(r).ClearField("policy_moves") or _first_full(r).ClearField("policy_visits"),
+        "needs a policy target",
+    ),
     "move off board": (lambda r: setattr(r.moves[3], "move", 82), "outside 0..81"),
     "no color": (lambda r: setattr(r.moves[2], "color", game_pb2.COLOR_UNSPECIFIED), "color must be"),
     "occupied point": (_occupied_replay, "illegal: occupied"),
@@ -131,18 +137,24 @@ BREAKERS: dict[str, tuple[Callable[[game_pb2.GameRecord], None], str]] = {
     "score disagrees with board": (_wrong_score, "final position scores"),
     "ownership length": (lambda r: r.ownership.append(0), "ownership has 82"),
     "ownership value": (lambda r: r.ownership.__setitem__(0, 2), "ownership values"),
-    "ownership disagrees": (lambda r: r.ownership.__setitem__(40, 1 if r.ownership[40] != 1 else -1),
-                            "ownership disagrees with the final position at 1 points"),
+    "ownership disagrees": (
+        lambda r: r.ownership.__setitem__(40, 1 if r.ownership[40] != 1 else -1),
+        "ownership disagrees with the final position at 1 points",
+    ),
     "not all pass-alive": (_early_end_too_early, "not all pass-alive"),
     "no end reason": (lambda r: setattr(r, "end_reason", game_pb2.END_REASON_UNSPECIFIED), "end_reason"),
     "setup overlap": (lambda r: r.initial_black.extend([5]) or r.initial_white.extend([5]), "initial stones"),
     "negative surprise": (_surprise(-0.1), "policy_surprise must be within 0..30"),
     "nan surprise": (_surprise(float("nan")), "policy_surprise must be within 0..30"),
     "huge surprise": (_surprise(31.0), "policy_surprise must be within 0..30"),
-    "surprise on a fast move": (lambda r: setattr(next(m for m in r.moves if not m.full_search), "policy_surprise", 0.1),
-                                "policy_surprise on a move that is not a full search"),
-    "surprise on some full searches": (lambda r: setattr(_first_full(r), "policy_surprise", 0.1),
-                                       "policy_surprise is set on 1 of"),
+    "surprise on a fast move": (
+        lambda r: setattr(next(m for m in r.moves if not m.full_search), "policy_surprise", 0.1),
+        "policy_surprise on a move that is not a full search",
+    ),
+    "surprise on some full searches": (
+        lambda r: setattr(_first_full(r), "policy_surprise", 0.1),
+        "policy_surprise is set on 1 of",
+    ),
 }
 
 

@@ -14,7 +14,6 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-
 from deploy_support import (
     COMPOSE_SCHEMA,
     DASHBOARD,
@@ -34,6 +33,7 @@ from deploy_support import (
     prometheus_targets,
     promql_metric_names,
 )
+
 from tengen.config import Config, RatingsConfig, TritonConfig
 from tengen.infra.triton.repository import CONFIG_TEMPLATES
 
@@ -242,14 +242,18 @@ def test_ports_and_health_checks_agree_with_the_code(compose: dict[str, Any]) ->
     for flag, port in (("http", defaults.http_port), ("grpc", defaults.grpc_port), ("metrics", defaults.metrics_port)):
         assert f"--{flag}-port={port}" in entrypoint
     assert workload("triton", triton).ports == {defaults.http_port, defaults.grpc_port, defaults.metrics_port}
-    assert healthcheck_port(triton) == defaults.http_port and "/v2/health/ready" in " ".join(triton["healthcheck"]["test"])
+    assert healthcheck_port(triton) == defaults.http_port
+    assert "/v2/health/ready" in " ".join(triton["healthcheck"]["test"])
 
     tensorboard = services["tensorboard"]
     port = int(tensorboard["command"][tensorboard["command"].index("--port") + 1])
     assert workload("tensorboard", tensorboard).ports == {port} and healthcheck_port(tensorboard) == port
     # Kafka: the advertised listener is the address the services use.
     kafka = services["kafka"]["environment"]
-    assert kafka["KAFKA_ADVERTISED_LISTENERS"] == f"PLAINTEXT://{services['trainer']['environment']['TENGEN_KAFKA_BOOTSTRAP']}"
+    assert (
+        kafka["KAFKA_ADVERTISED_LISTENERS"]
+        == f"PLAINTEXT://{services['trainer']['environment']['TENGEN_KAFKA_BOOTSTRAP']}"
+    )
     assert host_port(services["trainer"]["environment"]["TENGEN_KAFKA_BOOTSTRAP"])[0] == "kafka"
 
 
@@ -279,18 +283,26 @@ def test_volumes_persist_what_services_write_and_share_what_others_read(compose:
     assert workload("triton", services["triton"]).mounts[triton_repo][1], "Triton only reads the repository"
     # Gating promotes into that repository and reads the trainer's candidates.
     assert workload("gating", services["gating"]).mounts["/data/models"] == (volume_at("triton", triton_repo), False)
-    assert workload("gating", services["gating"]).mounts["/data/candidates"] == (volume_at("trainer", "/data/candidates"), True)
+    assert workload("gating", services["gating"]).mounts["/data/candidates"] == (
+        volume_at("trainer", "/data/candidates"),
+        True,
+    )
     # Strength reads the newest version from that repository, never writes it, and keeps its
     # results and SGFs on a volume of its own.
     strength = workload("strength", services["strength"])
-    assert strength.mounts["/data/models"] == (volume_at("triton", triton_repo), True), \
+    assert strength.mounts["/data/models"] == (volume_at("triton", triton_repo), True), (
         "strength only reads the repository"
+    )
     from tengen.loop.layout import DataDir
 
     results_dir = DataDir("/data").strength_results.parent.as_posix()
     own = strength.mounts[results_dir]
-    assert not own[1] and all(own[0] != source for other, s in services.items() if other != "strength"
-                              for source, _ in workload(other, s).mounts.values()), f"{results_dir}: {own}"
+    assert not own[1] and all(
+        own[0] != source
+        for other, s in services.items()
+        if other != "strength"
+        for source, _ in workload(other, s).mounts.values()
+    ), f"{results_dir}: {own}"
     # Ratings shows self-play's SGFs and gating's matches (its /games pages), read only, from the
     # volumes they write, at the paths under its games dir (the data dir) where they write them.
     ratings = workload("ratings", services["ratings"])
@@ -318,8 +330,9 @@ def test_start_order_waits_on_health_and_completion(compose: dict[str, Any]) -> 
         for dependency, rule in (service.get("depends_on") or {}).items():
             target = services[dependency]
             if rule["condition"] == "service_healthy":
-                assert "healthcheck" in target and not target["healthcheck"].get("disable"), \
+                assert "healthcheck" in target and not target["healthcheck"].get("disable"), (
                     f"{name} waits for {dependency} to be healthy, which has no health check"
+                )
             elif rule["condition"] == "service_completed_successfully":
                 assert target["restart"] in ONE_SHOT_RESTART, f"{dependency} never completes"
     assert services["kafka-init"]["depends_on"]["kafka"]["condition"] == "service_healthy"
@@ -364,8 +377,9 @@ def test_gpu_override_reserves_gpus_and_switches_backend_and_device(gpu_compose:
 
 def test_one_registry_setting_prefixes_every_image_we_build(env: dict[str, str]) -> None:
     registry = "registry.example.com/team/"
-    prefixed = merge(load(COMPOSE, {**env, "TENGEN_REGISTRY": registry}),
-                     load(GPU_OVERRIDE, {**env, "TENGEN_REGISTRY": registry}))
+    prefixed = merge(
+        load(COMPOSE, {**env, "TENGEN_REGISTRY": registry}), load(GPU_OVERRIDE, {**env, "TENGEN_REGISTRY": registry})
+    )
     plain = merge(load(COMPOSE, env), load(GPU_OVERRIDE, env))
     built = {name for name, service in plain["services"].items() if "build" in service}
     assert {"triton", "trainer", "ratings"} <= built
@@ -512,10 +526,18 @@ def test_dashboard_queries_metrics_that_exist() -> None:
         used |= names
     # What the loop's dashboard is for: throughput, batching, the window, training speed, the lag
     # of the served version, gating's results and Triton's queue and compute times.
-    assert used >= {"tengen_selfplay_games_total", "tengen_selfplay_positions_total", "tengen_selfplay_batches_total",
-                    "tengen_trainer_window_rows", "tengen_trainer_samples", "tengen_gating_lag_samples",
-                    "tengen_gating_candidates_total", "nv_inference_queue_duration_us",
-                    "nv_inference_compute_infer_duration_us", "nv_inference_request_success"}
+    assert used >= {
+        "tengen_selfplay_games_total",
+        "tengen_selfplay_positions_total",
+        "tengen_selfplay_batches_total",
+        "tengen_trainer_window_rows",
+        "tengen_trainer_samples",
+        "tengen_gating_lag_samples",
+        "tengen_gating_candidates_total",
+        "nv_inference_queue_duration_us",
+        "nv_inference_compute_infer_duration_us",
+        "nv_inference_request_success",
+    }
     panels = [p for row in dashboard["panels"] for p in [row, *row.get("panels", [])]]
     ids = [p["id"] for p in panels]
     assert len(ids) == len(set(ids)), "panel ids repeat"
@@ -527,12 +549,16 @@ def test_dashboard_queries_metrics_that_exist() -> None:
 
 
 def test_promql_check_can_fail() -> None:
-    assert promql_metric_names('sum by (model) (rate(nv_inference_count{model="tengen"}[$__rate_interval])) / 1e3') \
-        == {"nv_inference_count"}
+    assert promql_metric_names('sum by (model) (rate(nv_inference_count{model="tengen"}[$__rate_interval])) / 1e3') == {
+        "nv_inference_count"
+    }
     assert promql_metric_names("max(a_total) - max(b)") == {"a_total", "b"}
     with pytest.raises(AssertionError, match="unknown PromQL function"):
         promql_metric_names("rates(tengen_selfplay_games_total[5m])")
     assert "tengen_selfplay_game_total" not in exposed_metric_names()  # a misspelt name is not known
-    assert {"tengen_selfplay_games_total", "tengen_ratings_request_seconds_bucket", "tengen_trainer_window_rows",
-            "tengen_trainer_games_total"} <= exposed_metric_names()
-
+    assert {
+        "tengen_selfplay_games_total",
+        "tengen_ratings_request_seconds_bucket",
+        "tengen_trainer_window_rows",
+        "tengen_trainer_games_total",
+    } <= exposed_metric_names()

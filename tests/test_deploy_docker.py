@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from deploy_support import REPO, tool
 
 DOCKERFILES = [REPO / "docker" / "Dockerfile", REPO / "docker" / "Dockerfile.triton",
@@ -167,7 +166,8 @@ def test_app_image_builds_extensions_and_pins_the_projects_torch() -> None:
     assert args.get("TORCH_VARIANT") == "cpu", "CPU torch by default, CUDA through --build-arg TORCH_VARIANT"
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     torch_pin = next(d for d in pyproject["project"]["dependencies"] if d.startswith("torch"))
-    assert torch_pin == f"torch=={args['TORCH_VERSION']}", f"image torch {args['TORCH_VERSION']} vs pyproject {torch_pin}"
+    assert torch_pin == f"torch=={args['TORCH_VERSION']}", \
+        f"image torch {args['TORCH_VERSION']} vs pyproject {torch_pin}"
     builder = " ".join(i.args for i in instructions if i.stage == 0 and i.keyword == "RUN")
     assert "build_ext --inplace" in builder
     runtime = " ".join(i.args for i in final_stage(DOCKERFILES[0]))
@@ -175,8 +175,12 @@ def test_app_image_builds_extensions_and_pins_the_projects_torch() -> None:
 
 
 def _variant_check(version: str, variant: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["sh", str(REPO / "docker" / "check-torch-variant.sh"), version, variant],
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        ["sh", str(REPO / "docker" / "check-torch-variant.sh"), version, variant],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def test_a_torch_variant_without_a_build_stops_the_image_build() -> None:
@@ -192,8 +196,11 @@ def test_a_torch_variant_without_a_build_stops_the_image_build() -> None:
     torch_run = next(r for r in runs if "download.pytorch.org" in r)
     assert torch_run.index("check-torch-variant.sh") < torch_run.index("pip install")
     # The variants the deployment files build with are ones that exist.
-    env = dict(line.split("=", 1) for line in (REPO / ".env.example").read_text().splitlines()
-               if line and not line.startswith("#"))
+    env = dict(
+        line.split("=", 1)
+        for line in (REPO / ".env.example").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
     assert _variant_check(version, env["TORCH_CUDA_VARIANT"]).returncode == 0
     gpu_compose = (REPO / "docker-compose.gpu.yml").read_text()
     default = re.search(r"TORCH_VARIANT: \$\{TORCH_CUDA_VARIANT:-([^}]+)\}", gpu_compose).group(1)
@@ -212,8 +219,9 @@ def test_app_image_installs_gnugo_for_the_strength_service() -> None:
     (run,) = installs
     assert "--no-install-recommends" in run and "rm -rf /var/lib/apt/lists/*" in run
     assert run.index("apt-get update") < run.index("apt-get install") < run.index("rm -rf /var/lib/apt/lists/*")
-    assert DEBIAN_GNUGO == "/usr/games/gnugo" and f"{DEBIAN_GNUGO} --version" in run, \
+    assert DEBIAN_GNUGO == "/usr/games/gnugo" and f"{DEBIAN_GNUGO} --version" in run, (
         "the build checks the binary where the service looks for it"
+    )
     # Its health port is exposed with the other services'.
     exposed = {int(port) for i in runtime if i.keyword == "EXPOSE" for port in i.args.split()}
     assert StrengthConfig().http_port in exposed
@@ -288,8 +296,13 @@ def test_healthcheck_script_exit_codes(http_server: str, tmp_path: Path) -> None
     script = str(REPO / "docker" / "healthcheck.py")
 
     def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=30,
-                              env={"PATH": "/usr/bin:/bin", **(env or {})})
+        return subprocess.run(
+            [sys.executable, script, *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={"PATH": "/usr/bin:/bin", **(env or {})},
+        )
 
     assert run(f"{http_server}/ok").returncode == 0
     unhealthy = run(f"{http_server}/down")

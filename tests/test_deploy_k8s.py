@@ -23,7 +23,6 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-
 from deploy_support import (
     DASHBOARD,
     MONITORING,
@@ -40,6 +39,7 @@ from deploy_support import (
     operator_secret,
     tool,
 )
+
 from tengen.config import Config, RatingsConfig, TritonConfig
 from tengen.infra.triton.repository import CONFIG_TEMPLATES
 
@@ -147,7 +147,8 @@ def container_env(m: Manifests, container: dict[str, Any]) -> dict[str, str]:
             env[item["name"]] = expand(str(item["value"]), env)
             continue
         ref = item["valueFrom"]
-        kind, key_ref = ("ConfigMap", ref["configMapKeyRef"]) if "configMapKeyRef" in ref else ("Secret", ref["secretKeyRef"])
+        kind, key_ref = (("ConfigMap", ref["configMapKeyRef"]) if "configMapKeyRef" in ref
+                         else ("Secret", ref["secretKeyRef"]))
         data = object_data(m, kind, key_ref["name"])
         assert key_ref["key"] in data, f"{m.variant}: {kind} {key_ref['name']} has no key {key_ref['key']}"
         env[item["name"]] = data[key_ref["key"]]
@@ -227,8 +228,12 @@ def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
     for expr in selector.get("matchExpressions", []):
         key, op, values = expr["key"], expr["operator"], expr.get("values", [])
         assert op in ("In", "NotIn", "Exists", "DoesNotExist"), f"unknown operator {op}"
-        if (op == "In" and labels.get(key) not in values) or (op == "NotIn" and labels.get(key) in values) \
-                or (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
+        if (
+            (op == "In" and labels.get(key) not in values)
+            or (op == "NotIn" and labels.get(key) in values)
+            or (op == "Exists" and key not in labels)
+            or (op == "DoesNotExist" and key in labels)
+        ):
             return False
     return True
 
@@ -242,13 +247,17 @@ def service_backends(m: Manifests, service: dict[str, Any], port: int) -> list[t
     for owner in m.pod_owners():
         if selects({"matchLabels": service["spec"]["selector"]}, pod_labels(owner)):
             for c in containers(owner):
-                declared = {p["containerPort"] for p in c.get("ports", [])} | {p.get("name") for p in c.get("ports", [])}
+                declared = {p["containerPort"] for p in c.get("ports", [])} | {
+                    p.get("name") for p in c.get("ports", [])
+                }
                 if target in declared:
                     backends.append((owner, named_port(c, target)))
     return backends
 
 
-def resolve_address(m: Manifests, host: str, port: int) -> tuple[dict[str, Any], list[tuple[dict[str, Any], int]]] | None:
+def resolve_address(
+    m: Manifests, host: str, port: int
+) -> tuple[dict[str, Any], list[tuple[dict[str, Any], int]]] | None:
     """The Service an in-cluster address names (`svc`, `svc.ns...` or `pod.headless-svc`) and its backends."""
     labels = host.split(".")
     services = m.names("Service")
@@ -256,9 +265,10 @@ def resolve_address(m: Manifests, host: str, port: int) -> tuple[dict[str, Any],
         if candidate in services:
             service = m.get("Service", candidate)
             # Only a headless Service that governs a StatefulSet gives its pods DNS names.
-            assert index == 0 or (service["spec"].get("clusterIP") == "None" and any(
-                o["spec"].get("serviceName") == candidate for o in m.of_kind("StatefulSet"))), \
-                f"{m.variant}: {host} names a pod of {candidate}, which is not a headless governing Service"
+            assert index == 0 or (
+                service["spec"].get("clusterIP") == "None"
+                and any(o["spec"].get("serviceName") == candidate for o in m.of_kind("StatefulSet"))
+            ), f"{m.variant}: {host} names a pod of {candidate}, which is not a headless governing Service"
             return service, service_backends(m, service, port)
     return None
 
@@ -294,16 +304,19 @@ def peer_matches(rule_peer: dict[str, Any], policy_namespace: str, source: Peer)
     return selects(rule_peer.get("podSelector", {}), labels)
 
 
-def port_matches(rule_ports: list[dict[str, Any]] | None, number: int, name: str | None,
-                 protocol: str = "TCP") -> bool:
+def port_matches(rule_ports: list[dict[str, Any]] | None, number: int, name: str | None, protocol: str = "TCP") -> bool:
     if not rule_ports:
         return True
     for p in rule_ports:
         if p.get("protocol", "TCP") != protocol:
             continue
         port = p.get("port")
-        if port is None or port == number or (name is not None and port == name) \
-                or (isinstance(port, int) and port <= number <= p.get("endPort", port)):
+        if (
+            port is None
+            or port == number
+            or (name is not None and port == name)
+            or (isinstance(port, int) and port <= number <= p.get("endPort", port))
+        ):
             return True
     return False
 
@@ -311,17 +324,21 @@ def port_matches(rule_ports: list[dict[str, Any]] | None, number: int, name: str
 def ingress_allowed(m: Manifests, source: Peer, target: dict[str, Any], number: int, name: str | None) -> bool:
     """Whether the policies let `source` open a TCP connection to port `number` of `target`'s pods."""
     labels = pod_labels(target)
-    policies = [p for p in m.of_kind("NetworkPolicy")
-                if "Ingress" in p["spec"].get("policyTypes", ["Ingress"])
-                and p["metadata"]["namespace"] == target["metadata"]["namespace"]
-                and selects(p["spec"]["podSelector"], labels)]
+    policies = [
+        p
+        for p in m.of_kind("NetworkPolicy")
+        if "Ingress" in p["spec"].get("policyTypes", ["Ingress"])
+        and p["metadata"]["namespace"] == target["metadata"]["namespace"]
+        and selects(p["spec"]["podSelector"], labels)
+    ]
     if not policies:
         return True
     for policy in policies:
         for rule in policy["spec"].get("ingress", []):
             peers = rule.get("from") or []
-            if (not peers or any(peer_matches(p, policy["metadata"]["namespace"], source) for p in peers)) \
-                    and port_matches(rule.get("ports"), number, name):
+            if (
+                not peers or any(peer_matches(p, policy["metadata"]["namespace"], source) for p in peers)
+            ) and port_matches(rule.get("ports"), number, name):
                 return True
     return False
 
@@ -332,21 +349,26 @@ def policy_types(policy: dict[str, Any]) -> list[str]:
     return spec.get("policyTypes", ["Ingress", *(["Egress"] if "egress" in spec else [])])
 
 
-def egress_allowed(m: Manifests, source: dict[str, Any], target: Peer, number: int, name: str | None,
-                   protocol: str = "TCP") -> bool:
+def egress_allowed(
+    m: Manifests, source: dict[str, Any], target: Peer, number: int, name: str | None, protocol: str = "TCP"
+) -> bool:
     """Whether the policies let `source`'s pods open a connection to port `number` of `target`."""
     labels = pod_labels(source)
-    policies = [p for p in m.of_kind("NetworkPolicy")
-                if "Egress" in policy_types(p)
-                and p["metadata"]["namespace"] == source["metadata"]["namespace"]
-                and selects(p["spec"]["podSelector"], labels)]
+    policies = [
+        p
+        for p in m.of_kind("NetworkPolicy")
+        if "Egress" in policy_types(p)
+        and p["metadata"]["namespace"] == source["metadata"]["namespace"]
+        and selects(p["spec"]["podSelector"], labels)
+    ]
     if not policies:
         return True
     for policy in policies:
         for rule in policy["spec"].get("egress", []):
             peers = rule.get("to") or []
-            if (not peers or any(peer_matches(p, policy["metadata"]["namespace"], target) for p in peers)) \
-                    and port_matches(rule.get("ports"), number, name, protocol):
+            if (
+                not peers or any(peer_matches(p, policy["metadata"]["namespace"], target) for p in peers)
+            ) and port_matches(rule.get("ports"), number, name, protocol):
                 return True
     return False
 
@@ -359,9 +381,14 @@ def egress_mismatches(m: Manifests, needed: set[tuple[str, str, int]]) -> list[s
     """For each workload whose outgoing connections a policy restricts: every pod port in the
     namespace whose egress verdict differs from what it needs, and DNS if it is blocked."""
     owners = {o["metadata"]["name"]: o for o in m.pod_owners()}
-    restricted = [name for name, o in owners.items()
-                  if any("Egress" in policy_types(p) and selects(p["spec"]["podSelector"], pod_labels(o))
-                         for p in m.of_kind("NetworkPolicy"))]
+    restricted = [
+        name
+        for name, o in owners.items()
+        if any(
+            "Egress" in policy_types(p) and selects(p["spec"]["podSelector"], pod_labels(o))
+            for p in m.of_kind("NetworkPolicy")
+        )
+    ]
     wrong = []
     for source_name in restricted:
         source = owners[source_name]
@@ -389,7 +416,9 @@ def test_every_overlay_renders_with_and_without_the_ingress(rendered: dict[str, 
             meta = doc["metadata"]
             if doc["kind"] != "Namespace":
                 assert meta.get("namespace") == NAMESPACE, f"{name}: {doc['kind']}/{meta['name']} outside {NAMESPACE}"
-            assert meta.get("labels", {}).get("app.kubernetes.io/part-of") == "tengen", f"{name}: {doc['kind']}/{meta['name']}"
+            assert meta.get("labels", {}).get("app.kubernetes.io/part-of") == "tengen", (
+                f"{name}: {doc['kind']}/{meta['name']}"
+            )
         assert m.names("Namespace") == {NAMESPACE}
 
 
@@ -402,8 +431,10 @@ def test_manifests_validate_against_the_kubernetes_schemas(manifests: Manifests,
         except kubernetes_validate.SchemaNotFoundError:
             # Custom resources (a Strimzi Kafka, say) would be validated against their CRD's
             # openAPIV3Schema; the manifests use none (k8s/base/kafka/kafka.yaml says why).
-            pytest.fail(f"{where}: {doc['apiVersion']} {doc['kind']} has no schema in Kubernetes {version} "
-                        "(a custom resource needs its CRD schema checked in here)")
+            pytest.fail(
+                f"{where}: {doc['apiVersion']} {doc['kind']} has no schema in Kubernetes {version} "
+                "(a custom resource needs its CRD schema checked in here)"
+            )
         except kubernetes_validate.ValidationError as err:
             pytest.fail(f"{where} is invalid for Kubernetes {version}: {err.message} at {list(err.absolute_path)}")
 
@@ -420,8 +451,9 @@ def test_schema_validation_rejects_mistakes(rendered: dict[str, Manifests]) -> N
         with pytest.raises(kubernetes_validate.ValidationError):
             kubernetes_validate.validate(broken, version, strict=True)
     with pytest.raises(kubernetes_validate.SchemaNotFoundError):
-        kubernetes_validate.validate({"apiVersion": "kafka.strimzi.io/v1beta2", "kind": "Kafka",
-                                      "metadata": {"name": "x"}}, version, strict=True)
+        kubernetes_validate.validate(
+            {"apiVersion": "kafka.strimzi.io/v1beta2", "kind": "Kafka", "metadata": {"name": "x"}}, version, strict=True
+        )
 
 
 def test_references_resolve(manifests: Manifests) -> None:
@@ -449,23 +481,28 @@ def test_references_resolve(manifests: Manifests) -> None:
             assert selects(owner["spec"]["selector"], pod_labels(owner)), f"{where}: selector misses its own pods"
     for service in m.of_kind("Service"):
         for port in service["spec"]["ports"]:
-            assert service_backends(m, service, port["port"]), \
+            assert service_backends(m, service, port["port"]), (
                 f"{m.variant}: Service {service['metadata']['name']} port {port['port']} reaches no container port"
+            )
     for budget in m.of_kind("PodDisruptionBudget"):
-        assert [o for o in m.pod_owners() if selects(budget["spec"]["selector"], pod_labels(o))], \
+        assert [o for o in m.pod_owners() if selects(budget["spec"]["selector"], pod_labels(o))], (
             f"{m.variant}: PDB {budget['metadata']['name']} selects no pods"
+        )
     for policy in m.of_kind("NetworkPolicy"):
         selector = policy["spec"]["podSelector"]
-        assert not selector or any(selects(selector, pod_labels(o)) for o in m.pod_owners()), \
+        assert not selector or any(selects(selector, pod_labels(o)) for o in m.pod_owners()), (
             f"{m.variant}: NetworkPolicy {policy['metadata']['name']} selects no pods"
+        )
     for ingress in m.of_kind("Ingress"):
         for rule in ingress["spec"]["rules"]:
             for path in rule["http"]["paths"]:
                 backend = path["backend"]["service"]
                 ports = m.get("Service", backend["name"])["spec"]["ports"]
                 wanted = backend["port"]
-                assert any(p.get("name") == wanted["name"] if "name" in wanted else p["port"] == wanted["number"]
-                           for p in ports), f"{m.variant}: Ingress backend {backend}"
+                assert any(
+                    p.get("name") == wanted["name"] if "name" in wanted else p["port"] == wanted["number"]
+                    for p in ports
+                ), f"{m.variant}: Ingress backend {backend}"
 
 
 def test_app_containers_agree_with_the_code(manifests: Manifests) -> None:
@@ -481,16 +518,22 @@ def test_app_containers_agree_with_the_code(manifests: Manifests) -> None:
             resolved = resolve_address(m, host, port)
             assert resolved is not None, f"{m.variant}: {w.name}: {target} host {host} is no Service"
             _, backends = resolved
-            assert {pod_labels(o)["app.kubernetes.io/name"] for o, _ in backends} == {CONNECTION_PODS[target]}, \
+            assert {pod_labels(o)["app.kubernetes.io/name"] for o, _ in backends} == {CONNECTION_PODS[target]}, (
                 f"{m.variant}: {w.name}: {host}:{port} does not lead to {CONNECTION_PODS[target]}"
-            assert {number for _, number in backends} == {port}, f"{m.variant}: {w.name}: {host}:{port} lands on another port"
+            )
+            assert {number for _, number in backends} == {port}, (
+                f"{m.variant}: {w.name}: {host}:{port} lands on another port"
+            )
     # The ratings database URL carries the user, password and database PostgreSQL is created with.
     from sqlalchemy.engine import make_url
 
     url = make_url(workload(m, "ratings").env["TENGEN_DATABASE_URL"])
     postgres = workload(m, "postgres").env
     assert (url.username, url.password, url.database) == (
-        postgres["POSTGRES_USER"], postgres["POSTGRES_PASSWORD"], postgres["POSTGRES_DB"])
+        postgres["POSTGRES_USER"],
+        postgres["POSTGRES_PASSWORD"],
+        postgres["POSTGRES_DB"],
+    )
 
 
 def test_ports_and_probes_agree_with_the_code(manifests: Manifests) -> None:
@@ -512,7 +555,10 @@ def test_ports_and_probes_agree_with_the_code(manifests: Manifests) -> None:
 
     ratings = container("Deployment", "ratings", "ratings")
     env = workload(m, "ratings").env
-    assert (int(env["TENGEN_RATINGS__GRPC_PORT"]), int(env["TENGEN_RATINGS__HTTP_PORT"])) == (ratings_grpc, ratings_http)
+    assert (int(env["TENGEN_RATINGS__GRPC_PORT"]), int(env["TENGEN_RATINGS__HTTP_PORT"])) == (
+        ratings_grpc,
+        ratings_http,
+    )
     assert workload(m, "ratings").ports == {ratings_grpc, ratings_http}
     assert probe(ratings, "readinessProbe") == ("/healthz", ratings_http)
 
@@ -520,14 +566,21 @@ def test_ports_and_probes_agree_with_the_code(manifests: Manifests) -> None:
     defaults = TritonConfig()
     triton = container("Deployment", "triton", "triton")
     entrypoint = (REPO / "docker" / "triton-entrypoint.sh").read_text()
-    for flag, number in (("http", defaults.http_port), ("grpc", defaults.grpc_port), ("metrics", defaults.metrics_port)):
+    for flag, number in (
+        ("http", defaults.http_port),
+        ("grpc", defaults.grpc_port),
+        ("metrics", defaults.metrics_port),
+    ):
         assert f"--{flag}-port={number}" in entrypoint
     assert workload(m, "triton").ports == {defaults.http_port, defaults.grpc_port, defaults.metrics_port}
     assert probe(triton, "readinessProbe") == ("/v2/health/ready", defaults.http_port)
     assert probe(triton, "livenessProbe") == probe(triton, "startupProbe") == ("/v2/health/live", defaults.http_port)
 
-    for name, env_name in (("selfplay", "TENGEN_SELFPLAY__HTTP_PORT"), ("gating", "TENGEN_GATING__HTTP_PORT"),
-                           ("strength", "TENGEN_STRENGTH__HTTP_PORT")):
+    for name, env_name in (
+        ("selfplay", "TENGEN_SELFPLAY__HTTP_PORT"),
+        ("gating", "TENGEN_GATING__HTTP_PORT"),
+        ("strength", "TENGEN_STRENGTH__HTTP_PORT"),
+    ):
         port = getattr(Config(), name).http_port
         c = container("Deployment", name, name)
         assert int(workload(m, name).env[env_name]) == port and workload(m, name).ports == {port}
@@ -578,8 +631,9 @@ def test_volumes_persist_what_services_write_and_share_what_others_read(manifest
     assert strength.mounts["/data/models"] == (models_volume, True), "strength only reads the repository"
     results_volume, read_only = strength.mounts["/data/strength"]
     assert results_volume.startswith("pvc/") and not read_only
-    assert all(results_volume not in (v for v, _ in w.mounts.values())
-               for _, w, _ in workloads(m) if w.name != "strength"), f"{m.variant}: {results_volume} is shared"
+    assert all(
+        results_volume not in (v for v, _ in w.mounts.values()) for _, w, _ in workloads(m) if w.name != "strength"
+    ), f"{m.variant}: {results_volume} is shared"
     # Volumes that pods of different workloads share must be ReadWriteMany where pods may land on
     # different nodes (the gpu overlay); the cpu overlay runs on one node, where RWO is enough.
     users: dict[str, set[str]] = {}
@@ -611,12 +665,18 @@ def test_every_container_has_requests_and_limits_and_gpus_where_the_overlay_says
             resources = c.get("resources", {})
             for key in ("cpu", "memory"):
                 request, limit = resources.get("requests", {}).get(key), resources.get("limits", {}).get(key)
-                assert request is not None and limit is not None, f"{m.variant}: {c['name']} lacks a {key} request or limit"
-                assert quantity(request) <= quantity(limit), f"{m.variant}: {c['name']} {key} request {request} > limit {limit}"
+                assert request is not None and limit is not None, (
+                    f"{m.variant}: {c['name']} lacks a {key} request or limit"
+                )
+                assert quantity(request) <= quantity(limit), (
+                    f"{m.variant}: {c['name']} {key} request {request} > limit {limit}"
+                )
             if "nvidia.com/gpu" in resources.get("limits", {}):
                 gpu_users.add(owner["metadata"]["name"])
                 tolerations = pod_spec(owner).get("tolerations", [])
-                assert any(t["key"] == "nvidia.com/gpu" for t in tolerations), f"{c['name']} cannot land on tainted GPU nodes"
+                assert any(t["key"] == "nvidia.com/gpu" for t in tolerations), (
+                    f"{c['name']} cannot land on tainted GPU nodes"
+                )
     gpu = m.variant.startswith("gpu")
     assert gpu_users == ({"triton", "trainer"} if gpu else set())
     backend = workload(m, "model-init").env["TENGEN_TRITON__BACKEND"]
@@ -640,13 +700,19 @@ def test_every_container_has_requests_and_limits_and_gpus_where_the_overlay_says
     voters = workload(m, "kafka").env["KAFKA_CONTROLLER_QUORUM_VOTERS"].split(",")
     assert voters == [f"{i}@kafka-{i}.kafka-headless:9093" for i in range(replicas)]
     topics = workload(m, "create-topics").env
-    assert int(topics["TOPIC_REPLICATION_FACTOR"]) == replicas == int(workload(m, "kafka").env["KAFKA_DEFAULT_REPLICATION_FACTOR"])
+    assert (
+        int(topics["TOPIC_REPLICATION_FACTOR"])
+        == replicas
+        == int(workload(m, "kafka").env["KAFKA_DEFAULT_REPLICATION_FACTOR"])
+    )
     assert int(topics["TOPIC_MIN_INSYNC_REPLICAS"]) == (2 if replicas >= 3 else 1)
     if replicas > 1:  # replicas that may share a node are not replicas
         anti = pod_spec(kafka).get("affinity", {}).get("podAntiAffinity", {})
         terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution", [])
-        assert any(t["topologyKey"] == "kubernetes.io/hostname" and selects(t["labelSelector"], pod_labels(kafka))
-                   for t in terms), f"{m.variant}: Kafka's brokers are not required on different nodes"
+        assert any(
+            t["topologyKey"] == "kubernetes.io/hostname" and selects(t["labelSelector"], pod_labels(kafka))
+            for t in terms
+        ), f"{m.variant}: Kafka's brokers are not required on different nodes"
 
 
 def test_pods_are_hardened(manifests: Manifests) -> None:
@@ -658,7 +724,9 @@ def test_pods_are_hardened(manifests: Manifests) -> None:
     m = manifests
     for owner in m.pod_owners():
         spec = pod_spec(owner)
-        assert spec.get("automountServiceAccountToken") is False, f"{m.variant}: {owner['metadata']['name']} mounts a token"
+        assert spec.get("automountServiceAccountToken") is False, (
+            f"{m.variant}: {owner['metadata']['name']} mounts a token"
+        )
         ids, _ = volume_ids(owner)
         for c in containers(owner):
             where = f"{m.variant}: {owner['metadata']['name']}/{c['name']}"
@@ -666,8 +734,11 @@ def test_pods_are_hardened(manifests: Manifests) -> None:
             assert context.get("readOnlyRootFilesystem") is True, f"{where} has a writable root file system"
             assert context.get("allowPrivilegeEscalation") is False, f"{where} may escalate privileges"
             assert context.get("capabilities", {}).get("drop") == ["ALL"], f"{where} keeps capabilities"
-            writable = {v["mountPath"] for v in c.get("volumeMounts", [])
-                        if not v.get("readOnly") and not ids[v["name"]].startswith(("configMap/", "secret/"))}
+            writable = {
+                v["mountPath"]
+                for v in c.get("volumeMounts", [])
+                if not v.get("readOnly") and not ids[v["name"]].startswith(("configMap/", "secret/"))
+            }
             argv = c.get("command", []) + c.get("args", [])
             check_writable(where, c["image"], argv, container_env(m, c), writable)
         if owner["kind"] == "Job":
@@ -679,10 +750,16 @@ def test_pods_are_hardened(manifests: Manifests) -> None:
 def test_hardening_check_can_fail(rendered: dict[str, Manifests]) -> None:
     """Kafka without its config scratch volume, or PostgreSQL back on a writable root, is reported."""
     for mutate, message in (
-        (lambda m: m.get("StatefulSet", "kafka")["spec"]["template"]["spec"]["containers"][0]["volumeMounts"].pop(1),
-         "/opt/kafka/config is not a writable mount"),
-        (lambda m: m.get("StatefulSet", "postgres")["spec"]["template"]["spec"]["containers"][0]["securityContext"]
-         .pop("readOnlyRootFilesystem"), "postgres/postgres has a writable root file system"),
+        (
+            lambda m: m.get("StatefulSet", "kafka")["spec"]["template"]["spec"]["containers"][0]["volumeMounts"].pop(1),
+            "/opt/kafka/config is not a writable mount",
+        ),
+        (
+            lambda m: m.get("StatefulSet", "postgres")["spec"]["template"]["spec"]["containers"][0][
+                "securityContext"
+            ].pop("readOnlyRootFilesystem"),
+            "postgres/postgres has a writable root file system",
+        ),
     ):
         broken = Manifests("broken", copy.deepcopy(rendered["cpu"].docs))
         mutate(broken)
@@ -700,19 +777,31 @@ def test_a_changed_preset_reaches_triton_and_never_blocks_the_apply(tmp_path: Pa
         before = Manifests(overlay, kustomize(overlay, (), tmp_path))
         root = tmp_path / f"{overlay}-tiny"
         root.mkdir()
-        root.joinpath("kustomization.yaml").write_text(yaml.safe_dump({
-            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-            "resources": [os.path.relpath(K8S / "overlays" / overlay, root)],
-            "configMapGenerator": [{"name": "tengen-config", "behavior": "merge", "literals": ["TENGEN_PRESET=tiny"]}],
-        }))
+        root.joinpath("kustomization.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                    "kind": "Kustomization",
+                    "resources": [os.path.relpath(K8S / "overlays" / overlay, root)],
+                    "configMapGenerator": [
+                        {"name": "tengen-config", "behavior": "merge", "literals": ["TENGEN_PRESET=tiny"]}
+                    ],
+                }
+            )
+        )
         out = subprocess.run([tool("kubectl"), "kustomize", str(root)], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         after = Manifests(f"{overlay} with preset tiny", [d for d in yaml.safe_load_all(out.stdout) if d])
         for job in before.of_kind("Job"):
-            assert after.get("Job", job["metadata"]["name"])["spec"]["template"] == job["spec"]["template"], \
+            assert after.get("Job", job["metadata"]["name"])["spec"]["template"] == job["spec"]["template"], (
                 f"{overlay}: the {job['metadata']['name']} Job changes with the preset; kubectl apply would fail"
-        preparers = [(o, c) for o in after.pod_owners() for c in containers(o)
-                     if c.get("command", [])[:3] == ["tengen", "models", "prepare"]]
+            )
+        preparers = [
+            (o, c)
+            for o in after.pod_owners()
+            for c in containers(o)
+            if c.get("command", [])[:3] == ["tengen", "models", "prepare"]
+        ]
         assert len(preparers) == 1, f"{overlay}: {len(preparers)} containers prepare the model"
         owner, container = preparers[0]
         assert owner["kind"] in ("Deployment", "StatefulSet"), f"{overlay}: the model is prepared by a {owner['kind']}"
@@ -734,8 +823,12 @@ def min_replicas(m: Manifests, owner: dict[str, Any]) -> int:
 
 def test_disruption_budgets_cover_the_replicated_services(manifests: Manifests) -> None:
     m = manifests
-    covered = {o["metadata"]["name"] for b in m.of_kind("PodDisruptionBudget")
-               for o in m.pod_owners() if selects(b["spec"]["selector"], pod_labels(o))}
+    covered = {
+        o["metadata"]["name"]
+        for b in m.of_kind("PodDisruptionBudget")
+        for o in m.pod_owners()
+        if selects(b["spec"]["selector"], pod_labels(o))
+    }
     assert covered >= {"kafka", "ratings", "selfplay"}
     for budget in m.of_kind("PodDisruptionBudget"):
         (owner,) = [o for o in m.pod_owners() if selects(budget["spec"]["selector"], pod_labels(o))]
@@ -763,11 +856,13 @@ def test_selfplay_scales_on_cpu_and_gating_runs_alone(manifests: Manifests) -> N
     if m.variant.startswith("gpu"):
         assert hpa["spec"]["maxReplicas"] >= 16, "the GPU cluster runs a fleet of workers"
     gating = m.get("Deployment", "gating")
-    assert gating["spec"]["replicas"] == 1 and gating["spec"]["strategy"]["type"] == "Recreate", \
+    assert gating["spec"]["replicas"] == 1 and gating["spec"]["strategy"]["type"] == "Recreate", (
         "two gating pods would promote concurrently"
+    )
     strength = m.get("Deployment", "strength")
-    assert strength["spec"]["replicas"] == 1 and strength["spec"]["strategy"]["type"] == "Recreate", \
+    assert strength["spec"]["replicas"] == 1 and strength["spec"]["strategy"]["type"] == "Recreate", (
         "two strength pods would measure the same versions, on one ReadWriteOnce claim"
+    )
     assert "nvidia.com/gpu" not in str(strength), "strength plays on the CPU"
 
 
@@ -782,8 +877,9 @@ def needed_connections(m: Manifests) -> set[tuple[str, str, int]]:
             if resolved is not None:
                 needed |= {(client, server["metadata"]["name"], number) for server, number in resolved[1]}
         if w.is_app() and ".triton.http_port" in entry_point_sources(w.argv):
-            needed |= {(client, s["metadata"]["name"], n)
-                       for s, n in resolve_address(m, "triton", TritonConfig().http_port)[1]}
+            needed |= {
+                (client, s["metadata"]["name"], n) for s, n in resolve_address(m, "triton", TritonConfig().http_port)[1]
+            }
     return needed
 
 
@@ -791,11 +887,15 @@ def policy_mismatches(m: Manifests, needed: set[tuple[str, str, int]]) -> list[s
     """Every (source, pod port) whose NetworkPolicy verdict differs from what the workloads need."""
     owners = {o["metadata"]["name"]: o for o in m.pod_owners()}
     # Ratings is public (reads are open, writes need the token): gating, the CLI, the Ingress.
-    public = {(name, p["containerPort"]) for name in ["ratings"] for c in containers(owners[name]) for p in c.get("ports", [])}
+    public = {
+        (name, p["containerPort"]) for name in ["ratings"] for c in containers(owners[name]) for p in c.get("ports", [])
+    }
     # Prometheus in the `monitoring` namespace scrapes /metrics of each service that serves it.
     scraped = {("triton", TritonConfig().metrics_port)}
     for owner, w, _ in workloads(m):
-        scraped |= {(owner["metadata"]["name"], int(v)) for k, v in w.env.items() if re.fullmatch(r"TENGEN_\w+_HTTP_PORT", k)}
+        scraped |= {
+            (owner["metadata"]["name"], int(v)) for k, v in w.env.items() if re.fullmatch(r"TENGEN_\w+_HTTP_PORT", k)
+        }
     monitoring = Peer.of("prometheus", "monitoring", {"app.kubernetes.io/name": "prometheus"})
     stranger = Peer.of("stranger", "default", {"app": "curl"})
     sources = [Peer.of(name, NAMESPACE, pod_labels(o)) for name, o in owners.items()] + [monitoring, stranger]
@@ -806,8 +906,11 @@ def policy_mismatches(m: Manifests, needed: set[tuple[str, str, int]]) -> list[s
                 number = p["containerPort"]
                 for source in sources:
                     allowed = ingress_allowed(m, source, target, number, p.get("name"))
-                    expected = ((source.name, target_name, number) in needed or (target_name, number) in public
-                                or (source is monitoring and (target_name, number) in scraped))
+                    expected = (
+                        (source.name, target_name, number) in needed
+                        or (target_name, number) in public
+                        or (source is monitoring and (target_name, number) in scraped)
+                    )
                     if allowed != expected:
                         wrong.append(f"{source.name} -> {target_name}:{number} {'allowed' if allowed else 'blocked'}")
     return sorted(wrong)
@@ -824,16 +927,23 @@ def test_network_policies_allow_exactly_the_connections_the_workloads_make(manif
     assert sources_of("triton", TritonConfig().grpc_port) == {"selfplay", "gating"}
     # The Triton pod's model-init init container announces the served version.
     assert sources_of("kafka", 9092) == {"kafka", "kafka-topics", "triton", "trainer", "selfplay", "gating"}
-    assert "trainer" not in sources_of("triton", TritonConfig().grpc_port) | sources_of("triton", TritonConfig().http_port)
+    assert "trainer" not in sources_of("triton", TritonConfig().grpc_port) | sources_of(
+        "triton", TritonConfig().http_port
+    )
     # Strength reports to ratings' gRPC port, reaches nothing else of the namespace (egress), and
     # Prometheus may scrape its /metrics.
     ratings_grpc = RatingsConfig().grpc_port
     assert {(s, n) for c, s, n in needed if c == "strength"} == {("ratings", ratings_grpc)}
     strength = m.get("Deployment", "strength")
-    reachable = {(t["metadata"]["name"], p["containerPort"]) for t in m.pod_owners() for c in containers(t)
-                 for p in c.get("ports", [])
-                 if egress_allowed(m, strength, Peer.of(t["metadata"]["name"], NAMESPACE, pod_labels(t)),
-                                   p["containerPort"], p.get("name"))}
+    reachable = {
+        (t["metadata"]["name"], p["containerPort"])
+        for t in m.pod_owners()
+        for c in containers(t)
+        for p in c.get("ports", [])
+        if egress_allowed(
+            m, strength, Peer.of(t["metadata"]["name"], NAMESPACE, pod_labels(t)), p["containerPort"], p.get("name")
+        )
+    }
     assert reachable == {("ratings", ratings_grpc)}, f"{m.variant}: strength's egress reaches {sorted(reachable)}"
     monitoring = Peer.of("prometheus", "monitoring", {"app.kubernetes.io/name": "prometheus"})
     port = int(workload(m, "strength").env["TENGEN_STRENGTH__HTTP_PORT"])
@@ -870,17 +980,23 @@ def test_egress_check_can_fail(rendered: dict[str, Manifests]) -> None:
             if p["port"] == 50061:
                 p["port"] = 8061
     assert egress_mismatches(wrong_port, needed_connections(wrong_port)) == [
-        "strength -> ratings:50061 blocked (egress)", "strength -> ratings:8061 allowed (egress)"]
+        "strength -> ratings:50061 blocked (egress)",
+        "strength -> ratings:8061 allowed (egress)",
+    ]
 
 
 def test_kustomize_reports_a_broken_overlay(tmp_path: Path) -> None:
     """A patch naming a missing object fails the render instead of being skipped."""
     overlay = tmp_path / "overlay"
     overlay.mkdir()
-    overlay.joinpath("patch.yaml").write_text(yaml.safe_dump(
-        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "no-such"}, "spec": {"replicas": 2}}))
-    overlay.joinpath("kustomization.yaml").write_text(yaml.safe_dump({
-        "resources": [os.path.relpath(K8S / "base", overlay)], "patches": [{"path": "patch.yaml"}]}))
+    overlay.joinpath("patch.yaml").write_text(
+        yaml.safe_dump(
+            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "no-such"}, "spec": {"replicas": 2}}
+        )
+    )
+    overlay.joinpath("kustomization.yaml").write_text(
+        yaml.safe_dump({"resources": [os.path.relpath(K8S / "base", overlay)], "patches": [{"path": "patch.yaml"}]})
+    )
     out = subprocess.run([tool("kubectl"), "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "no-such" in out.stderr
 
@@ -924,4 +1040,3 @@ def test_monitoring_component_ships_the_dashboard_and_scrapes_every_service(rend
             assert ingress_allowed(m, monitoring, owner, number, port_name), f"the policies block {name}:{number}"
             reached.add(name)
     assert reached == set(expected), f"not scraped: {set(expected) - reached}"
-

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import random
 
+import go_diagram as gd
 import numpy as np
 import pytest
 
-import go_diagram as gd
 from tengen.go import planes as P
 from tengen.go import symmetry
 from tengen.go.board import BLACK, WHITE, Board

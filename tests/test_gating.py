@@ -31,15 +31,15 @@ from torch import nn
 
 from tengen.config import Config, load_config
 from tengen.gate.decision import Score, decide, sprt_bounds, sprt_llr
-from tengen.infra.files import append_line, read_lines
-from tengen.loop.ledger import DECISION_FIELDS, DecisionLog, MatchFile, MatchGameResult
 from tengen.gate.net_match import MatchRunner, NetMatchSettings, resigning_color
 from tengen.gate.service import GatingService
 from tengen.go.board import BLACK, WHITE
 from tengen.infra.broker import LocalBroker, free_port
+from tengen.infra.files import append_line, read_lines
 from tengen.infra.kafka import ReliableProducer, TopicSpec, ensure_topics
 from tengen.infra.triton.client import load_model, ready_versions
 from tengen.infra.triton.repository import ModelRepository, render_config
+from tengen.loop.ledger import DECISION_FIELDS, DecisionLog, MatchFile, MatchGameResult
 from tengen.loop.messages import (
     CANDIDATES_TOPIC,
     CandidateAnnouncement,

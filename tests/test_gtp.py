@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from tengen.go.board import BLACK, Board, WHITE
+from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.rules import parse_rules
 from tengen.gtp.analysis import Analysis, MoveInfo, PolicyAnalyzer, choose_move, fills_own_eye
 from tengen.gtp.engine import GtpEngine, handicap_points, parse_analyze_args, parse_rules_argument

@@ -1,8 +1,8 @@
 """Triton adapters against the real tritonserver from the nvidia-pytriton wheel (CPU)."""
 from __future__ import annotations
 
-import re
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +18,14 @@ from torch import nn
 
 from tengen.gate.promotion import load_new_version
 from tengen.infra.triton import repository as tr
-from tengen.infra.triton.client import ModelStats, TritonEvaluator, load_model, model_stats, phase_means_ms, ready_versions
+from tengen.infra.triton.client import (
+    ModelStats,
+    TritonEvaluator,
+    load_model,
+    model_stats,
+    phase_means_ms,
+    ready_versions,
+)
 from tengen.infra.triton.errors import TritonError, UnknownModelError
 from tengen.infra.triton.repository import ModelRepository, render_config
 from tengen.infra.triton.server import LocalTriton
@@ -301,6 +308,7 @@ def test_mixed_board_sizes_in_one_request_are_masked(triton_server, tmp_path: Pa
     """A 7x7 position zero-padded into a 9x9 request (ON_BOARD is the mask) gets the answers it gets
     alone; requests of different board sizes in flight at once each come back right."""
     from nn_support import batch, randomize_batchnorm
+
     from tengen.nn.export import export_model
     from tengen.nn.model import OFF_BOARD_LOGIT, build_model
 

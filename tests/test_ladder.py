@@ -1,9 +1,9 @@
 """Ladder search on hand-built positions: working ladders, breakers, escapes by capture."""
 from __future__ import annotations
 
+import go_diagram as gd
 import pytest
 
-import go_diagram as gd
 from tengen.go import ladder
 from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.rules import parse_rules

@@ -16,14 +16,29 @@ REPO = Path(__file__).resolve().parents[1]
 def test_every_path_of_the_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     d = DataDir(tmp_path)
     expected = {
-        d.models: "models", d.triton: "triton", d.candidates: "candidates",
-        d.window: "trainer/window", d.checkpoint: "trainer/checkpoint.pt", d.tensorboard: "tensorboard", d.trainer_tensorboard: "tensorboard/trainer",
-        d.selfplay_sgf: "sgf", d.selfplay_sgf_version(7): "sgf/v7", d.outboxes: "selfplay/outbox",
-        d.outbox(2): "selfplay/outbox/2", d.gating: "gating", d.decisions: "gating/decisions.jsonl",
-        d.matches: "gating/matches", d.match("candidate-000000001000"): "gating/matches/candidate-000000001000.jsonl",
-        d.strength_results: "strength/results.jsonl", d.strength_sgf_version(3): "strength/sgf/v3",
-        d.ratings_sqlite: "ratings.sqlite", d.ratings_token: "ratings.token", d.logs: "logs",
-        d.run_state: "run.json", d.run_lock: "run.lock", d.run_records: "runs.jsonl",
+        d.models: "models",
+        d.triton: "triton",
+        d.candidates: "candidates",
+        d.window: "trainer/window",
+        d.checkpoint: "trainer/checkpoint.pt",
+        d.tensorboard: "tensorboard",
+        d.trainer_tensorboard: "tensorboard/trainer",
+        d.selfplay_sgf: "sgf",
+        d.selfplay_sgf_version(7): "sgf/v7",
+        d.outboxes: "selfplay/outbox",
+        d.outbox(2): "selfplay/outbox/2",
+        d.gating: "gating",
+        d.decisions: "gating/decisions.jsonl",
+        d.matches: "gating/matches",
+        d.match("candidate-000000001000"): "gating/matches/candidate-000000001000.jsonl",
+        d.strength_results: "strength/results.jsonl",
+        d.strength_sgf_version(3): "strength/sgf/v3",
+        d.ratings_sqlite: "ratings.sqlite",
+        d.ratings_token: "ratings.token",
+        d.logs: "logs",
+        d.run_state: "run.json",
+        d.run_lock: "run.lock",
+        d.run_records: "runs.jsonl",
     }
     for path, relative in expected.items():
         assert path == tmp_path / relative
@@ -121,9 +136,12 @@ def test_every_package_has_a_layer() -> None:
 
 def test_no_import_runs_up_the_layers() -> None:
     layer = {package: i for i, members in enumerate(LAYERS) for package in members}
-    upward = [f"{package} -> {target} ({', '.join(sorted(files))})"
-              for package, targets in package_imports().items() for target, files in targets.items()
-              if layer[target] > layer[package]]
+    upward = [
+        f"{package} -> {target} ({', '.join(sorted(files))})"
+        for package, targets in package_imports().items()
+        for target, files in targets.items()
+        if layer[target] > layer[package]
+    ]
     assert not upward, "imports against the layer order:\n" + "\n".join(upward)
 
 

@@ -28,9 +28,9 @@ from tengen.config import Config, load_config
 from tengen.gate.net_match import MatchRunner, NetMatchSettings
 from tengen.gtp.engine_match import wilson_interval
 from tengen.nn.evaluator import TorchEvaluator
+from tengen.run.in_process import LoopResult, learn_in_process, pass_counts
 from tengen.selfplay.runner import SelfplayRunner
 from tengen.train.learner import Learner
-from tengen.run.in_process import LoopResult, learn_in_process, pass_counts
 from tengen.train.window import Window
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # the loop runs in the first test's setup

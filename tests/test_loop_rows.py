@@ -6,13 +6,19 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tengen.loop.rows import (
-    RecordError, TrainingRows, decode, frequency_weights, repeats, rows_from_record, window_rows,
-)
 from tengen.data.synthetic import random_game
 from tengen.go import planes
 from tengen.go.board import BLACK, Board
 from tengen.go.rules import parse_rules
+from tengen.loop.rows import (
+    RecordError,
+    TrainingRows,
+    decode,
+    frequency_weights,
+    repeats,
+    rows_from_record,
+    window_rows,
+)
 from tengen.proto import game_pb2
 
 

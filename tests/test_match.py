@@ -133,8 +133,8 @@ def test_match_alternates_colours_and_caps_moves(gnugo: str, tmp_path: Path, cap
 def test_match_reports_to_the_ratings_service(gnugo: str, tmp_path: Path, capsys) -> None:
     """--ratings: every game goes to a running ratings service over gRPC, with its write token."""
     from tengen.ratings.api import RatingsApi
-    from tengen.ratings.server import RatingsServer
     from tengen.ratings.book import RatingsBook
+    from tengen.ratings.server import RatingsServer
 
     store = RatingsStore(sqlite_url(tmp_path / "service"))
     server = RatingsServer(RatingsApi(RatingsBook(store), "secret"), "127.0.0.1", 0, 0)

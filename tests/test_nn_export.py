@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from nn_support import batch, randomize_batchnorm
+
 from tengen.nn.evaluator import Evaluator, TorchEvaluator
 from tengen.nn.export import OUTPUT_NAMES, export_model, load_export, sidecar_path
 from tengen.nn.model import InferenceNet, KataGoNet, build_model
@@ -37,7 +37,11 @@ def test_sidecar_describes_the_export(model: KataGoNet, exported: Path) -> None:
     assert metadata["architecture"]["name"] == "b2c32" and metadata["architecture"]["blocks"] == 2
     assert (metadata["num_spatial"], metadata["num_global"]) == (18, 10)
     assert [i["name"] for i in metadata["inputs"]] == ["spatial", "globals"]
-    assert [o["name"] for o in metadata["outputs"]] == list(OUTPUT_NAMES) == ["policy", "value", "score", "ownership", "uncertainty"]
+    assert (
+        [o["name"] for o in metadata["outputs"]]
+        == list(OUTPUT_NAMES)
+        == ["policy", "value", "score", "ownership", "uncertainty"]
+    )
     assert metadata["outputs"][0]["shape"] == ["B", "H*W+1"]
     assert metadata["samples_seen"] == 123_456
     assert metadata["created"].endswith("+00:00")
@@ -94,7 +98,11 @@ def test_torch_evaluator_from_path_and_module(model: KataGoNet, exported: Path) 
     b = from_module.evaluate(spatial.astype(np.float64), global_inputs)
     assert list(a) == list(OUTPUT_NAMES)
     assert {k: v.shape for k, v in a.items()} == {
-        "policy": (2, 170), "value": (2, 3), "score": (2, 2), "ownership": (2, 13, 13), "uncertainty": (2, 2)
+        "policy": (2, 170),
+        "value": (2, 3),
+        "score": (2, 2),
+        "ownership": (2, 13, 13),
+        "uncertainty": (2, 2),
     }
     for name in OUTPUT_NAMES:
         assert a[name].dtype == np.float32

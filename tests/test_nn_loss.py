@@ -5,8 +5,8 @@ import math
 
 import pytest
 import torch
-
 from nn_support import batch
+
 from tengen.nn.loss import (
     LOSS_TERMS,
     PAPER_WEIGHTS,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from nn_support import batch, crop_policy, randomize_batchnorm
+
 from tengen.go import planes
 from tengen.nn.export import quiet_torchscript
 from tengen.nn.model import (
@@ -12,10 +12,10 @@ from tengen.nn.model import (
     NUM_SCORE_BINS,
     OFF_BOARD_LOGIT,
     SCORE_LIMIT,
+    FixedScaleNormReLU,
     GlobalPoolResBlock,
     InferenceNet,
     KataGoNet,
-    FixedScaleNormReLU,
     MaskedBatchNormReLU,
     ModelOutputs,
     NestedBottleneckBlock,

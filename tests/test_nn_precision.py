@@ -41,7 +41,9 @@ def _positions() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _evaluate(evaluator: TorchEvaluator, spatial: np.ndarray, global_inputs: np.ndarray) -> dict[str, np.ndarray]:
-    parts = [evaluator.evaluate(spatial[i:i + BATCH], global_inputs[i:i + BATCH]) for i in range(0, len(spatial), BATCH)]
+    parts = [
+        evaluator.evaluate(spatial[i : i + BATCH], global_inputs[i : i + BATCH]) for i in range(0, len(spatial), BATCH)
+    ]
     return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
 
@@ -52,9 +54,11 @@ def _check_close(fp32: dict[str, np.ndarray], other: dict[str, np.ndarray], exac
     kl = (p * (np.log(np.maximum(p, 1e-30)) - np.log(np.maximum(q, 1e-30)))).sum(axis=1)
     winrate_diff = np.abs(softmax(fp32["value"])[:, 0] - softmax(other["value"])[:, 0])
     score_diff = np.abs(fp32["score"][:, 0] - other["score"][:, 0])
-    print(f"{len(kl)} positions: policy KL mean {kl.mean():.5f} max {kl.max():.5f}; winrate diff mean "
-          f"{winrate_diff.mean():.5f} max {winrate_diff.max():.5f}; score diff mean {score_diff.mean():.4f} "
-          f"max {score_diff.max():.4f}")
+    print(
+        f"{len(kl)} positions: policy KL mean {kl.mean():.5f} max {kl.max():.5f}; winrate diff mean "
+        f"{winrate_diff.mean():.5f} max {winrate_diff.max():.5f}; score diff mean {score_diff.mean():.4f} "
+        f"max {score_diff.max():.4f}"
+    )
     # A trained net, not a uniform one: its top move gets several times a uniform policy's share.
     assert p.max(axis=1).mean() > 3 / p.shape[1]
     if exact:  # the same fp32 computation in another runtime
@@ -96,8 +100,10 @@ def test_promotion_check_accepts_reduced_precision_and_rejects_another_net() -> 
 
     spatial, global_inputs = canary_inputs()
     export = TorchEvaluator(NET, precision="fp32").evaluate(spatial, global_inputs)
-    for served in (TorchEvaluator(NET, precision="bf16").evaluate(spatial, global_inputs),
-                   OpenVINOEvaluator(NET, num_threads=1, precision="bf16").evaluate(spatial, global_inputs)):
+    for served in (
+        TorchEvaluator(NET, precision="bf16").evaluate(spatial, global_inputs),
+        OpenVINOEvaluator(NET, num_threads=1, precision="bf16").evaluate(spatial, global_inputs),
+    ):
         assert all(agree(name, served[name], export[name]) for name in export)
     torch.manual_seed(0)
     other = TorchEvaluator(build_model("b4c48"), precision="fp32").evaluate(spatial, global_inputs)

@@ -11,15 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from nn_support import batch
+from trainer_support import fill_window
+
 from tengen.config import ConfigError, load_config
 from tengen.nn.evaluator import make_evaluator
 from tengen.nn.export import export_model, sidecar_path
 from tengen.nn.model import InferenceNet, build_model
 from tengen.train.learner import Learner
 from tengen.train.window import Window
-from trainer_support import fill_window
 
 torch.set_num_threads(1)
 

@@ -99,7 +99,9 @@ def test_leaderboard_shows_the_plots_and_the_table(page: "sync_api.Page", base_u
     names = {rows.nth(i).locator("td").nth(1).inner_text() for i in range(1, len(PLAYERS) + 1)}
     assert names == {p.name for p in PLAYERS}
     v3 = page.locator("tr", has_text="tengen-v3")
-    assert v3.locator("td").nth(2).inner_text() == "model" and v3.locator("td").nth(3).inner_text().lstrip("-").isdigit()
+    assert (
+        v3.locator("td").nth(2).inner_text() == "model" and v3.locator("td").nth(3).inner_text().lstrip("-").isdigit()
+    )
     expect(page.locator("a.games")).to_have_count(3)  # every version, not the anchor
     page.screenshot(path=str(tmp_path / "ratings.png"), full_page=True)
 

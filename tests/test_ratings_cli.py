@@ -26,7 +26,13 @@ t6,alpha,beta,W,2024-05-03
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("TENGEN_RATINGS_URL", "TENGEN_DATABASE_URL", "TENGEN_RATINGS_TOKEN", "TENGEN_RATINGS__PRIOR_DRAWS", "TENGEN_DATA_DIR"):
+    for name in (
+        "TENGEN_RATINGS_URL",
+        "TENGEN_DATABASE_URL",
+        "TENGEN_RATINGS_TOKEN",
+        "TENGEN_RATINGS__PRIOR_DRAWS",
+        "TENGEN_DATA_DIR",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -72,7 +78,10 @@ def test_import_top_player_on_the_data_dir(tmp_path: Path, capsys: pytest.Captur
     assert "5 games: 2 wins, 3 losses, 0 draws" in out
     code, out, _ = run(capsys, "player", "beta", "--json", "--data-dir", str(data))
     report = json.loads(out)
-    assert {h["opponent"]: (h["wins"], h["losses"]) for h in report["head_to_head"]} == {"alpha": (1, 2), "gamma": (1, 1)}
+    assert {h["opponent"]: (h["wins"], h["losses"]) for h in report["head_to_head"]} == {
+        "alpha": (1, 2),
+        "gamma": (1, 1),
+    }
 
     code, _, err = run(capsys, "player", "nobody", "--data-dir", str(data))
     assert code == 1 and "unknown player 'nobody'" in err
@@ -182,11 +191,16 @@ def test_a_reader_that_stops_early_is_not_an_error(tmp_path: Path) -> None:
     data = tmp_path / "data"
     results = tmp_path / "results.csv"
     # 600 players: the JSON leaderboard is far larger than a pipe's buffer.
-    results.write_text("game_id,black,white,winner,date\n" + "".join(
-        f"g{i},player-{i},player-{(i + 1) % 600},B,2024-05-01\n" for i in range(600)))
+    results.write_text(
+        "game_id,black,white,winner,date\n"
+        + "".join(f"g{i},player-{i},player-{(i + 1) % 600},B,2024-05-01\n" for i in range(600))
+    )
     assert main(["ratings", "import", str(results), "--data-dir", str(data)]) == 0
-    proc = subprocess.Popen([sys.executable, "-m", "tengen.cli", "ratings", "top", "--json", "--n", "0",
-                             "--data-dir", str(data)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tengen.cli", "ratings", "top", "--json", "--n", "0", "--data-dir", str(data)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout.read(10)  # the reader takes a little and goes away
     proc.stdout.close()
     _, err = proc.communicate(timeout=120)

@@ -138,7 +138,10 @@ def test_optimum_and_intervals_match_numeric_derivatives() -> None:
     gradient = np.array([(f(h * e) - f(-h * e)) / (2 * h) for e in np.eye(n)])
     assert np.max(np.abs(gradient)) < 1e-4  # a maximum of the posterior
     hessian = np.array(
-        [[(f(h * (a + b)) - f(h * (a - b)) - f(h * (b - a)) + f(-h * (a + b))) / (4 * h * h) for b in np.eye(n)] for a in np.eye(n)]
+        [
+            [(f(h * (a + b)) - f(h * (a - b)) - f(h * (b - a)) + f(-h * (a + b))) / (4 * h * h) for b in np.eye(n)]
+            for a in np.eye(n)
+        ]
     )
     # The posterior ignores a common shift, so the covariance of the (mean-anchored) contrasts
     # comes from the pseudo-inverse.

@@ -20,12 +20,12 @@ from games_support import CANDIDATE, MATCH_GAMES, OLD_CANDIDATE, SELFPLAY_IDS, m
 
 from services.ratings.__main__ import build_parser, games_dir
 from tengen.config import load_config
-from tengen.infra.files import append_line
-from tengen.loop.ledger import MatchFile, MatchGameResult
 from tengen.go import passalive
 from tengen.go.board import BLACK, WHITE
 from tengen.go.rules import parse_rules
 from tengen.go.sgf import SgfGame, iter_boards, read_game, replay
+from tengen.infra.files import append_line
+from tengen.loop.ledger import MatchFile, MatchGameResult
 from tengen.ratings.api import RatingsApi
 from tengen.ratings.book import FitSummary, History, Leaderboard, RatingRow, RatingsBook
 from tengen.ratings.config import fill_from_config

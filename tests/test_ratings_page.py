@@ -49,7 +49,10 @@ def version_points(svg: ET.Element) -> dict[str, tuple[float, float]]:
         if group.get("class") == "version":
             circle = group.find(f"{SVG}circle")
             assert circle is not None
-            points[group.findtext(f"{SVG}title", "").split(":")[0]] = (float(circle.get("cx", "nan")), float(circle.get("cy", "nan")))
+            points[group.findtext(f"{SVG}title", "").split(":")[0]] = (
+                float(circle.get("cx", "nan")),
+                float(circle.get("cy", "nan")),
+            )
     return points
 
 
@@ -117,7 +120,9 @@ def test_plot_edge_cases() -> None:
         assert single.count('<g class="version">') == 1
         assert_finite(single)
         # Same samples and same creation time: every version at one x.
-        same_x = elo_plot([row("v1", 0.0, -20.0, 20.0, samples=5), row("v2", 0.0, -20.0, 20.0, samples=5)], axis, ANCHORS)
+        same_x = elo_plot(
+            [row("v1", 0.0, -20.0, 20.0, samples=5), row("v2", 0.0, -20.0, 20.0, samples=5)], axis, ANCHORS
+        )
         assert same_x.count('<g class="version">') == 2 and same_x.count('<g class="anchor">') == 2
         assert_finite(same_x)
         with_unrated = elo_plot([row("v1", 0.0, -20.0, 20.0, samples=1), unrated("v2", samples=2)], axis)
@@ -133,8 +138,12 @@ def test_plot_edge_cases() -> None:
 def test_page_from_a_ratings_book(tmp_path: Path) -> None:
     """Through a real store: anchors come from the leaderboard (history holds only model versions)."""
     store = RatingsStore(f"sqlite:///{tmp_path / 'ratings.sqlite'}")
-    players = [PlayerInfo("m-v1", "model", 0), PlayerInfo("m-v2", "model", 5000),
-               PlayerInfo("gnugo-l0", "anchor"), PlayerInfo("gnugo-l1", "anchor")]
+    players = [
+        PlayerInfo("m-v1", "model", 0),
+        PlayerInfo("m-v2", "model", 5000),
+        PlayerInfo("gnugo-l0", "anchor"),
+        PlayerInfo("gnugo-l1", "anchor"),
+    ]
     games = []
     for i in range(6):  # gnugo-l1 > m-v2 > gnugo-l0 > m-v1, each winning 5 of 6
         for strong, weak in (("gnugo-l1", "m-v2"), ("m-v2", "gnugo-l0"), ("gnugo-l0", "m-v1")):

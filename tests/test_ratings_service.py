@@ -28,7 +28,8 @@ from ratings_db import (  # noqa: F401 (fixtures)
     start_pgserver,
 )
 
-from tengen.proto import ratings_pb2 as pb, ratings_pb2_grpc as pb_grpc
+from tengen.proto import ratings_pb2 as pb
+from tengen.proto import ratings_pb2_grpc as pb_grpc
 from tengen.ratings.api import RatingsApi
 from tengen.ratings.book import RatingsBook
 from tengen.ratings.client import RatingsClient
@@ -82,7 +83,15 @@ def http(
 def match_games() -> tuple[list[GameReport], list[PlayerInfo]]:
     games = []
     for i in range(4):  # v2 beats v1 three times in four; v3 beats v2 three times in four
-        games.append(GameReport(f"v2-v1-{i}", "v2" if i % 2 else "v1", "v1" if i % 2 else "v2", "B" if (i % 2 or i == 0) else "W", "gating"))
+        games.append(
+            GameReport(
+                f"v2-v1-{i}",
+                "v2" if i % 2 else "v1",
+                "v1" if i % 2 else "v2",
+                "B" if (i % 2 or i == 0) else "W",
+                "gating",
+            )
+        )
         games.append(GameReport(f"v3-v2-{i}", "v3", "v2", "W" if i == 3 else "B", "gating"))
     players = [PlayerInfo("v1", "model", 1000), PlayerInfo("v2", "model", 5000), PlayerInfo("v3", "model", 9000)]
     return games, players
@@ -141,7 +150,13 @@ def test_grpc_and_http_end_to_end(service: Service) -> None:
 def test_http_report_and_html_escaping(service: Service) -> None:
     body = {
         "games": [
-            {"game_id": "h1", "black": "<b>bold</b>", "white": "v1", "result": "draw", "played_at": "2026-01-02T03:04:05"},
+            {
+                "game_id": "h1",
+                "black": "<b>bold</b>",
+                "white": "v1",
+                "result": "draw",
+                "played_at": "2026-01-02T03:04:05",
+            },
             {"game_id": "h2", "black": "v1", "white": "<b>bold</b>", "result": "w"},
         ],
         "players": [{"name": "v1", "kind": "model", "training_samples": 10}],
@@ -187,13 +202,37 @@ def _raw_stub(service: Service) -> tuple[grpc.Channel, pb_grpc.RatingsServiceStu
 @pytest.mark.parametrize(
     "request_, code, message",
     [
-        (pb.ReportGamesRequest(games=[pb.Game(game_id="x", black="a", white="b")]), "INVALID_ARGUMENT", "unknown result code 0"),
-        (pb.ReportGamesRequest(games=[pb.Game(game_id="x", black="a", white="b", result=9)]), "INVALID_ARGUMENT", "unknown result code 9"),
-        (pb.ReportGamesRequest(games=[pb.Game(game_id="x", black="a", white="a", result=pb.DRAW)]), "INVALID_ARGUMENT", "against itself"),
-        (pb.ReportGamesRequest(games=[pb.Game(black="a", white="b", result=pb.DRAW)]), "INVALID_ARGUMENT", "game id is missing"),
-        (pb.ReportGamesRequest(games=[pb.Game(game_id="x", white="b", result=pb.DRAW)]), "INVALID_ARGUMENT", "black player is missing"),
         (
-            pb.ReportGamesRequest(games=[pb.Game(game_id=f"x{i}", black="a", white="b", result=pb.BLACK_WINS) for i in range(MAX_BATCH + 1)]),
+            pb.ReportGamesRequest(games=[pb.Game(game_id="x", black="a", white="b")]),
+            "INVALID_ARGUMENT",
+            "unknown result code 0",
+        ),
+        (
+            pb.ReportGamesRequest(games=[pb.Game(game_id="x", black="a", white="b", result=9)]),
+            "INVALID_ARGUMENT",
+            "unknown result code 9",
+        ),
+        (
+            pb.ReportGamesRequest(games=[pb.Game(game_id="x", black="a", white="a", result=pb.DRAW)]),
+            "INVALID_ARGUMENT",
+            "against itself",
+        ),
+        (
+            pb.ReportGamesRequest(games=[pb.Game(black="a", white="b", result=pb.DRAW)]),
+            "INVALID_ARGUMENT",
+            "game id is missing",
+        ),
+        (
+            pb.ReportGamesRequest(games=[pb.Game(game_id="x", white="b", result=pb.DRAW)]),
+            "INVALID_ARGUMENT",
+            "black player is missing",
+        ),
+        (
+            pb.ReportGamesRequest(
+                games=[
+                    pb.Game(game_id=f"x{i}", black="a", white="b", result=pb.BLACK_WINS) for i in range(MAX_BATCH + 1)
+                ]
+            ),
             "INVALID_ARGUMENT",
             "over the maximum",
         ),
@@ -204,16 +243,24 @@ def _raw_stub(service: Service) -> tuple[grpc.Channel, pb_grpc.RatingsServiceStu
             "INVALID_ARGUMENT",
             "unknown kind code 0",
         ),
-        (pb.ReportGamesRequest(games=[pb.Game(game_id="stored", black="a", white="b", result=pb.WHITE_WINS)]), "ALREADY_EXISTS", "stored"),
+        (
+            pb.ReportGamesRequest(games=[pb.Game(game_id="stored", black="a", white="b", result=pb.WHITE_WINS)]),
+            "ALREADY_EXISTS",
+            "stored",
+        ),
         (pb.ReportGamesRequest(), "INVALID_ARGUMENT", "empty report"),
         (
-            pb.ReportGamesRequest(games=[pb.Game(game_id="x", black="a", white="b", result=pb.DRAW, played_at_unix_ms=2**62)]),
+            pb.ReportGamesRequest(
+                games=[pb.Game(game_id="x", black="a", white="b", result=pb.DRAW, played_at_unix_ms=2**62)]
+            ),
             "INVALID_ARGUMENT",
             "not a valid time",
         ),
         (
             # Within Python's datetime, past the store's last time (the same check as over HTTP).
-            pb.ReportGamesRequest(games=[pb.Game(game_id="x", black="a", white="b", result=pb.DRAW, played_at_unix_ms=NEAR_YEAR_10000_MS)]),
+            pb.ReportGamesRequest(
+                games=[pb.Game(game_id="x", black="a", white="b", result=pb.DRAW, played_at_unix_ms=NEAR_YEAR_10000_MS)]
+            ),
             "INVALID_ARGUMENT",
             "played_at",
         ),
@@ -227,11 +274,23 @@ def _raw_stub(service: Service) -> tuple[grpc.Channel, pb_grpc.RatingsServiceStu
         ),
     ],
     ids=[
-        "unset-result", "unknown-result", "self-play", "no-id", "no-black", "oversized", "unknown-kind", "conflict",
-        "empty", "bad-time", "far-future", "negative-samples",
+        "unset-result",
+        "unknown-result",
+        "self-play",
+        "no-id",
+        "no-black",
+        "oversized",
+        "unknown-kind",
+        "conflict",
+        "empty",
+        "bad-time",
+        "far-future",
+        "negative-samples",
     ],
 )
-def test_malformed_grpc_reports_write_nothing(service: Service, request_: pb.ReportGamesRequest, code: str, message: str) -> None:
+def test_malformed_grpc_reports_write_nothing(
+    service: Service, request_: pb.ReportGamesRequest, code: str, message: str
+) -> None:
     with RatingsClient(service.address, token=TOKEN) as client:
         client.report_games([GameReport("stored", "a", "b", "B")])
     channel, stub = _raw_stub(service)
@@ -276,7 +335,10 @@ def test_bad_reads(service: Service) -> None:
         (b'{"games": [{"game_id": "x", "black": "a", "white": "b", "winner": "B"}]}', "unknown field(s) winner"),
         (b'{"games": [{"game_id": "x", "black": "a", "white": "b", "result": "B+R"}]}', "unknown result"),
         (b'{"games": [{"game_id": 7, "black": "a", "white": "b", "result": "B"}]}', "must be a string"),
-        (b'{"games": [{"game_id": "x", "black": "a", "white": "b", "result": "B", "played_at": "yesterday"}]}', "ISO 8601"),
+        (
+            b'{"games": [{"game_id": "x", "black": "a", "white": "b", "result": "B", "played_at": "yesterday"}]}',
+            "ISO 8601",
+        ),
         (b'{"players": [{"name": "a", "kind": "model", "training_samples": "many"}]}', "must be an integer"),
         (b'{"games": [], "extra": 1}', "unknown field(s) extra"),
     ],
@@ -315,10 +377,21 @@ def _report(samples: object = None, played_at: object = None) -> bytes:
         (b"[" * 100_000, "nests"),
         (b'{"games": [' + b'{"a": ' * 17 + b"1" + b"}" * 17 + b"]}", "nests"),
     ],
-    ids=["samples-2^63", "samples-2^64", "samples-negative", "year-10000", "year-9999", "before-1970",
-         "deep-100000", "deep-unclosed", "deep-18"],
+    ids=[
+        "samples-2^63",
+        "samples-2^64",
+        "samples-negative",
+        "year-10000",
+        "year-9999",
+        "before-1970",
+        "deep-100000",
+        "deep-unclosed",
+        "deep-18",
+    ],
 )
-def test_out_of_range_http_reports_are_400_and_the_store_still_reads(service: Service, raw: bytes, message: str) -> None:
+def test_out_of_range_http_reports_are_400_and_the_store_still_reads(
+    service: Service, raw: bytes, message: str
+) -> None:
     status, _, body = http("POST", service.url("/api/games"), raw=raw, token=f"Bearer {TOKEN}")
     assert status == 400, body
     assert message in json.loads(body)["error"]
@@ -409,7 +482,11 @@ def test_entry_point_help_token_file_and_sigterm(tmp_path: Path) -> None:
     env["TENGEN_RATINGS__HTTP_PORT"] = "0"
     process = subprocess.Popen(
         [python, "-m", "services.ratings", "--data-dir", str(tmp_path), "--grpc-port", "0", "--host", "127.0.0.1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=root, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=root,
+        env=env,
     )
     try:
         ready = ""

@@ -98,10 +98,19 @@ def test_conflicting_replay_is_refused_and_writes_nothing(database_url: str) -> 
         ([GameReport("x", "a", "b", "B")], [PlayerInfo("a", "model", 2**63)], InvalidRequest, "integer from 0"),
         # Year 10000 in UTC (Python cannot even convert it), and the last year, which a Postgres
         # session east of UTC reads back as year 10000 (every read of the games then failed).
-        ([GameReport("x", "a", "b", "B", "", datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5))))],
-         [], InvalidRequest, "played_at"),
+        (
+            [GameReport("x", "a", "b", "B", "", datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5))))],
+            [],
+            InvalidRequest,
+            "played_at",
+        ),
         ([GameReport("x", "a", "b", "B", "", datetime(9999, 6, 1, tzinfo=UTC))], [], InvalidRequest, "played_at"),
-        ([GameReport("x", "a", "b", "B", "", datetime(1969, 12, 31, 23, 59, tzinfo=UTC))], [], InvalidRequest, "played_at"),
+        (
+            [GameReport("x", "a", "b", "B", "", datetime(1969, 12, 31, 23, 59, tzinfo=UTC))],
+            [],
+            InvalidRequest,
+            "played_at",
+        ),
         ([GameReport("x", "a", "b", "B"), GameReport("x", "a", "b", "W")], [], Conflict, "twice"),
         ([], [], InvalidRequest, "empty report"),
     ],
@@ -122,7 +131,9 @@ def test_malformed_reports_write_nothing(
 
 def test_player_declarations(database_url: str) -> None:
     store = RatingsStore(database_url)
-    store.report([GameReport("g1", "v1", "random", "B")], [PlayerInfo("v1", "model", 1000), PlayerInfo("random", "anchor")])
+    store.report(
+        [GameReport("g1", "v1", "random", "B")], [PlayerInfo("v1", "model", 1000), PlayerInfo("random", "anchor")]
+    )
     store.report([], [PlayerInfo("v1", "model", 1000)])  # same declaration again: fine
     store.report([GameReport("g2", "v2", "v1", "B")], [PlayerInfo("v2", "model")])
     store.report([], [PlayerInfo("v2", "model", 2000)])  # training samples filled in later

@@ -15,9 +15,9 @@ from tengen.cli import main
 from tengen.commands.run import parse_duration
 from tengen.config import load_config
 from tengen.go import planes
+from tengen.loop.rows import TrainingRows
 from tengen.run.status import LeaderRow, Status, StatusReader, format_gating, render_line, render_screen
 from tengen.run.supervisor import ChildState, ServiceProcess, Supervisor, SupervisorError
-from tengen.loop.rows import TrainingRows
 from tengen.train.window import Window
 
 

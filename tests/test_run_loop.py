@@ -22,7 +22,7 @@ import pytest
 
 from tengen.config import load_config
 from tengen.infra.process import stop_marked
-from tengen.run.chaos import Drill, TARGETS
+from tengen.run.chaos import TARGETS, Drill
 from tengen.strength.measure import read_results
 
 TENGEN = str(Path(sys.executable).with_name("tengen"))

@@ -15,7 +15,10 @@ def test_a_record_holds_the_resolved_configuration_without_secrets() -> None:
     env = {"TENGEN_RATINGS_TOKEN": "s3cret-token-value", "TENGEN_SEARCH__FULL_VISITS": "48"}
     record = run_record(load_config("tiny", env=env), ["run", "--preset", "tiny"])
     assert record["argv"] == ["run", "--preset", "tiny"] and record["preset"] == "tiny"
-    assert record["config"]["search"]["full_visits"] == 48 and record["overridden"] == ["ratings.token", "search.full_visits"]
+    assert record["config"]["search"]["full_visits"] == 48 and record["overridden"] == [
+        "ratings.token",
+        "search.full_visits",
+    ]
     assert record["config"]["ratings"]["token"] == "(set)" and record["config"]["ratings"]["database_url"] is None
     assert "s3cret" not in json.dumps(record)
     assert record["tengen"] == "0.1.0"

@@ -10,8 +10,15 @@ import pytest
 from tengen.go import features, passalive
 from tengen.go.board import WHITE, Board
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, PREV_PASS_1
-from tengen.search.mcts import (NNCache, Tree, backup_batch, dirichlet_alphas, expected_atan, select_batch,
-                                symmetry_index)
+from tengen.search.mcts import (
+    NNCache,
+    Tree,
+    backup_batch,
+    dirichlet_alphas,
+    expected_atan,
+    select_batch,
+    symmetry_index,
+)
 from tengen.search.single_search import prune_visits, read_result, run
 
 # Black to move on 7x7. Two chains in a semeai: Black's (row 2) has one liberty at the right

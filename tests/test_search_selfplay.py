@@ -12,17 +12,22 @@ import pytest
 
 from tengen.config import SearchConfig, load_config
 from tengen.go import passalive
-from tengen.go.board import BLACK, Board, WHITE
+from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
+from tengen.loop.rows import MAX_POLICY_SURPRISE, TrainingRows, decode, rows_from_record, validate, window_rows
 from tengen.proto import game_pb2
 from tengen.search.mcts import NNCache, Tree
 from tengen.search.single_search import new_tree
-from tengen.selfplay.runner import SelfplayRunner
-from tengen.loop.rows import MAX_POLICY_SURPRISE, TrainingRows, decode, rows_from_record, validate, window_rows
 from tengen.selfplay.game import (
-    SelfPlayGame, SelfplaySettings, lopsided_factor, max_handicap, move_temperature, policy_surprise,
+    SelfPlayGame,
+    SelfplaySettings,
+    lopsided_factor,
+    max_handicap,
+    move_temperature,
+    policy_surprise,
     sample_by_visits,
 )
+from tengen.selfplay.runner import SelfplayRunner
 
 TINY = load_config("tiny")
 

@@ -38,12 +38,12 @@ from tengen.infra.triton.errors import TritonError
 from tengen.infra.triton.repository import ModelRepository, render_config
 from tengen.infra.triton.server import LocalTriton
 from tengen.loop.messages import GAMES_TOPIC, announce_model, ensure_loop_topics
+from tengen.loop.rows import decode, row_count, rows_from_record, validate
 from tengen.nn.export import export_model
 from tengen.nn.model import build_model
 from tengen.proto import game_pb2
 from tengen.selfplay.runner import RunnerStats
 from tengen.selfplay.worker import SelfplayService, check_worker_id, default_worker_id
-from tengen.loop.rows import decode, row_count, rows_from_record, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from nn_support import batch
+from trainer_support import fill_window
 
 from tengen.config import load_config
 from tengen.nn.evaluator import TorchEvaluator
@@ -16,8 +18,6 @@ from tengen.nn.loss import LossWeights, Targets, short_term_terms
 from tengen.nn.model import InferenceNet, build_model
 from tengen.train.learner import Learner
 from tengen.train.window import Window
-from nn_support import batch
-from trainer_support import fill_window
 
 
 def _targets(short_term: list[list[float]], weight: list[float]) -> Targets:
@@ -58,7 +58,9 @@ def test_the_error_losses_do_not_reach_the_predictions() -> None:
 def test_no_short_term_targets_no_terms() -> None:
     predicted = torch.zeros(2, 4)
     targets = dataclasses.replace(_targets([[1.0, 1.0]] * 2, [1.0, 1.0]), short_term=None)
-    assert all(float(t) == 0 for t in short_term_terms(predicted, targets, LossWeights(), lambda x, w: x.sum()).values())
+    assert all(
+        float(t) == 0 for t in short_term_terms(predicted, targets, LossWeights(), lambda x, w: x.sum()).values()
+    )
 
 
 def test_a_net_with_the_heads_trains_them_end_to_end() -> None:
@@ -68,8 +70,12 @@ def test_a_net_with_the_heads_trains_them_end_to_end() -> None:
     out = model(spatial, global_inputs)
     assert out.short_term.shape == (2, 4) and (out.short_term[:, 2:] >= 0).all()
     assert (out.short_term[:, 0].abs() <= 1).all()
-    terms = short_term_terms(out.short_term, _targets([[0.5, 2.0], [-0.5, -2.0]], [1.0, 1.0]),
-                             LossWeights(short_term_value=0.0, short_term_score=0.0), lambda x, w: (x * w).sum())
+    terms = short_term_terms(
+        out.short_term,
+        _targets([[0.5, 2.0], [-0.5, -2.0]], [1.0, 1.0]),
+        LossWeights(short_term_value=0.0, short_term_score=0.0),
+        lambda x, w: (x * w).sum(),
+    )
     (terms["short_term_value_error"] + terms["short_term_score_error"]).backward()
     # The error loss trains the shared MLP's error outputs only: rows 0 and 1 of the last layer
     # (value and score) get no gradient, rows 2 and 3 do.
@@ -108,8 +114,14 @@ def test_an_export_from_before_the_uncertainty_output_gets_the_unknown_constant(
 
 def test_a_checkpoint_without_the_heads_loads_into_a_net_with_them(tmp_path: Path) -> None:
     window = fill_window(Window(tmp_path / "w", 7, c=500), 200, seed=4)
-    base = dataclasses.replace(load_config("tiny").trainer, arch="b1c16", batch_size=8, min_rows_to_train=50,
-                               snapshot_every=8, candidate_every=16)
+    base = dataclasses.replace(
+        load_config("tiny").trainer,
+        arch="b1c16",
+        batch_size=8,
+        min_rows_to_train=50,
+        snapshot_every=8,
+        candidate_every=16,
+    )
     torch.manual_seed(0)
     old = Learner(base, window, seed=1)
     old.step()

@@ -11,8 +11,8 @@ from tengen.data.synthetic import random_game
 from tengen.go import passalive
 from tengen.go.board import Board
 from tengen.go.rules import parse_rules
-from tengen.proto import game_pb2
 from tengen.loop.rows import rows_from_record, short_term_lambda, short_term_targets
+from tengen.proto import game_pb2
 from tengen.train.window import FORMAT, FORMAT_WITHOUT_SHORT_TERM, MANIFEST, Window, row_dtype
 
 B, W = game_pb2.BLACK, game_pb2.WHITE

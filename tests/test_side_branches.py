@@ -3,25 +3,23 @@ without touching the main line, and the trainer's replay validates them and turn
 search into a row whose value target is the search's value, with no score or ownership target."""
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Callable
 
 import numpy as np
 import pytest
 import torch
+from test_search_selfplay import Quick, RecordingTree, accepted, new_game, play_game, settings
 
 from tengen.data.synthetic import random_game
 from tengen.go import planes
 from tengen.go.board import Board
 from tengen.go.rules import parse_rules
+from tengen.loop.rows import RecordError, row_count, rows_from_record, validate
 from tengen.proto import game_pb2
 from tengen.selfplay.game import draw_from_policy
 from tengen.train.learner import batch_tensors
-from tengen.loop.rows import RecordError, row_count, rows_from_record, validate
 from tengen.train.window import Window
-
-from test_search_selfplay import Quick, RecordingTree, accepted, new_game, play_game, settings
 
 
 def branch_point(record: game_pb2.GameRecord, index: int) -> Board:

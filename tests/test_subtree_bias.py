@@ -7,14 +7,13 @@ import math
 
 import numpy as np
 import pytest
+from test_search import SEMEAI, Hashed, random_position
 
 from tengen.config import SearchConfig
 from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
 from tengen.search.mcts import NNCache, Tree
 from tengen.search.single_search import new_tree, run
-
-from test_search import SEMEAI, Hashed, random_position
 
 LAMBDA, ALPHA = 0.35, 0.8  # KataGo's values
 

@@ -23,18 +23,18 @@ import numpy as np
 import pytest
 import torch
 from kafka import KafkaConsumer, KafkaProducer
+from trainer_support import fill_window
 
 from tengen.config import Config, load_config
 from tengen.data.synthetic import random_game
 from tengen.infra.broker import LocalBroker
 from tengen.infra.kafka import header
-from tengen.loop.messages import CANDIDATES_TOPIC, CandidateAnnouncement, DLQ_TOPIC, GAMES_TOPIC, ensure_loop_topics
+from tengen.loop.messages import CANDIDATES_TOPIC, DLQ_TOPIC, GAMES_TOPIC, CandidateAnnouncement, ensure_loop_topics
+from tengen.loop.rows import window_rows
 from tengen.nn.export import load_export
 from tengen.proto import game_pb2
-from tengen.loop.rows import window_rows
 from tengen.train.service import NONFINITE_STREAK_RED, TrainerService
 from tengen.train.window import Window
-from trainer_support import fill_window
 
 ROOT = Path(__file__).resolve().parent.parent
 POS_LEN = 7  # the tiny preset's board
@@ -292,7 +292,8 @@ def _state(service: TrainerService) -> dict[str, torch.Tensor]:
 
 def test_non_finite_weights_fall_back_to_the_last_checkpoint(tmp_path: Path) -> None:
     batch = 16
-    config = _config(tmp_path, batch_size=batch, snapshot_every=batch, candidate_every=10**9)  # a snapshot after every step
+    # a snapshot after every step
+    config = _config(tmp_path, batch_size=batch, snapshot_every=batch, candidate_every=10**9)
     _window_of(config, 300)
     checkpoint = tmp_path / "trainer" / "checkpoint.pt"
     service = TrainerService(config, train_slice_s=600.0)
@@ -340,8 +341,7 @@ time.sleep(600)
 
 
 @pytest.mark.slow
-def test_a_restarted_trainer_with_training_to_do_ingests_the_waiting_games(broker: LocalBroker,
-                                                                           tmp_path: Path) -> None:
+def test_a_restarted_trainer_with_training_to_do_ingests_the_waiting_games(broker: LocalBroker, tmp_path: Path) -> None:
     """Issue 16: a restarted trainer with training budget left polled with timeout 0, which starved
     its group join: it ingested nothing for 34-95 s. Games waiting on the broker must reach the
     window within a bound of loop turns (the old trainer used up 100 turns in seconds). Each turn

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from trainer_support import fill_window
 
 from tengen.config import TrainerConfig, load_config
 from tengen.nn.loss import LOSS_TERMS
 from tengen.train.learner import Learner, SwaAverager, learning_rate
 from tengen.train.window import Window
-from trainer_support import fill_window
 
 
 def test_learning_rate_follows_the_schedule() -> None:

@@ -46,28 +46,65 @@ def test_a_wheel_installed_outside_the_checkout_runs_the_loop_to_a_candidate(tmp
                  "tengen/ratings/migrations/env.py", "tengen/ratings/migrations/script.py.mako",
                  "tengen/ratings/migrations/versions/0001_initial.py", "tengen/bench/loop.py"):
         assert data in names, f"{data} is missing from the wheel"
-    assert not any(n.startswith(("tests/", "bench/", "configs/")) for n in names), "the wheel holds more than the package"
+    assert not any(n.startswith(("tests/", "bench/", "configs/")) for n in names), (
+        "the wheel holds more than the package"
+    )
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    installed = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "--quiet", str(wheel)],
-                               capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "--quiet", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert installed.returncode == 0, installed.stderr[-3000:]
-    where = subprocess.run([str(python), "-c", "import tengen.go.board, services.inference, tengen.config as c; "
-                            "print(tengen.go.board.__file__); print(services.inference.__file__); print(c.CONFIG_DIR)"],
-                           capture_output=True, text=True, check=True, cwd=tmp_path, env=_clean_env()).stdout.split()
+    where = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import tengen.go.board, services.inference, tengen.config as c; "
+            "print(tengen.go.board.__file__); print(services.inference.__file__); print(c.CONFIG_DIR)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env=_clean_env(),
+    ).stdout.split()
     assert all(Path(p).is_relative_to(site) for p in where), f"imported from outside the venv: {where}"
 
     data_dir = tmp_path / "data"
     log_path = tmp_path / "run.log"
     with open(log_path, "wb") as log:
-        run = subprocess.Popen([str(venv / "bin" / "tengen"), "run", "--preset", "tiny", "--data-dir", str(data_dir),
-                                "--plain", "--status-every", "10"],
-                               stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env=_clean_env())
+        run = subprocess.Popen(
+            [
+                str(venv / "bin" / "tengen"),
+                "run",
+                "--preset",
+                "tiny",
+                "--data-dir",
+                str(data_dir),
+                "--plain",
+                "--status-every",
+                "10",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+            env=_clean_env(),
+        )
     try:
         deadline = time.monotonic() + FIRST_CANDIDATE_S
         while not DataDir(data_dir).candidate_files() and time.monotonic() < deadline:

@@ -86,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     from sqlalchemy.exc import OperationalError
 
     from tengen.ratings.api import RatingsApi
-    from tengen.ratings.server import RatingsServer
     from tengen.ratings.book import RatingsBook
+    from tengen.ratings.server import RatingsServer
     from tengen.ratings.store import RatingsStore
 
     stop = stop_on_signals(log)

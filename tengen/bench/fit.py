@@ -62,8 +62,8 @@ def _score(model, batch, short_term: bool) -> tuple[dict[str, float], float | No
     difference between its served policy in train and in eval mode (None for other nets)."""
     import torch
 
-    from tengen.train.learner import batch_tensors
     from tengen.nn.loss import compute_loss
+    from tengen.train.learner import batch_tensors
 
     with torch.no_grad():
         spatial, global_inputs, targets = batch_tensors(batch, torch.device("cpu"), short_term)
@@ -81,9 +81,9 @@ def run(args: argparse.Namespace) -> dict:
     import numpy as np
     import torch
 
-    from tengen.train.learner import Learner
     from tengen.config import load_config
     from tengen.nn.model import ARCHITECTURES
+    from tengen.train.learner import Learner
 
     archs = [a.strip() for a in args.archs.split(",") if a.strip()]
     unknown = [a for a in archs if a not in ARCHITECTURES]

@@ -101,7 +101,9 @@ def _onnx_path(export_path: Path, device) -> tuple[Evaluate | None, str]:
 
     onnx_file = export_path.with_suffix(".onnx")
     export_onnx(export_path, onnx_file)
-    session = ort.InferenceSession(str(onnx_file), providers=[("CUDAExecutionProvider", {"device_id": device.index or 0})])
+    session = ort.InferenceSession(
+        str(onnx_file), providers=[("CUDAExecutionProvider", {"device_id": device.index or 0})]
+    )
     outputs = [o.name for o in session.get_outputs()][:2]
 
     def evaluate(spatial: np.ndarray, global_inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -134,8 +136,10 @@ def run(args: argparse.Namespace) -> dict:
         raise SystemExit("--board must be within 7..19 and every --batch >= 1")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("no CUDA device: torch.cuda.is_available() is False (this torch is "
-                         f"{torch.__version__}); on a CPU box `tengen bench nn` times the CPU paths")
+        raise SystemExit(
+            "no CUDA device: torch.cuda.is_available() is False (this torch is "
+            f"{torch.__version__}); on a CPU box `tengen bench nn` times the CPU paths"
+        )
     torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick each convolution's kernel
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"{name}, torch {torch.__version__}; {args.board}x{args.board}, random weights", flush=True)
@@ -168,7 +172,8 @@ def run(args: argparse.Namespace) -> dict:
                         continue
                     differences[path] = {
                         "policy": float(np.abs(softmax(policy) - reference_policy).max()),
-                        "winrate": float(np.abs(softmax(value) - reference_value)[:, 0].max())}
+                        "winrate": float(np.abs(softmax(value) - reference_value)[:, 0].max()),
+                    }
                 rates: dict[str, list[float]] = {path: [] for path in differences}
                 round_s = max(0.2, args.seconds / (len(combos) * MIN_ROUNDS * len(rates)))
                 for _ in range(MIN_ROUNDS):
@@ -176,14 +181,24 @@ def run(args: argparse.Namespace) -> dict:
                         rates[path].append(_round(paths[path], spatial, global_inputs, round_s))
                 medians = {path: statistics.median(values) for path, values in rates.items()}
                 key = f"{arch}_b{batch}"
-                results[key] = {path: {"evals_per_s": round(medians[path], 1),
-                                       "ratio": round(medians[path] / medians["export_fp32"], 3),
-                                       "max_policy_diff": round(differences[path]["policy"], 5),
-                                       "max_winrate_diff": round(differences[path]["winrate"], 5)}
-                                for path in medians}
-                print(f"  {arch} batch {batch}: " + ", ".join(
-                    f"{path} {medians[path]:,.0f}/s ({medians[path] / medians['export_fp32']:.2f}x, "
-                    f"max |dp| {differences[path]['policy']:.4f})" for path in medians), flush=True)
+                results[key] = {
+                    path: {
+                        "evals_per_s": round(medians[path], 1),
+                        "ratio": round(medians[path] / medians["export_fp32"], 3),
+                        "max_policy_diff": round(differences[path]["policy"], 5),
+                        "max_winrate_diff": round(differences[path]["winrate"], 5),
+                    }
+                    for path in medians
+                }
+                print(
+                    f"  {arch} batch {batch}: "
+                    + ", ".join(
+                        f"{path} {medians[path]:,.0f}/s ({medians[path] / medians['export_fp32']:.2f}x, "
+                        f"max |dp| {differences[path]['policy']:.4f})"
+                        for path in medians
+                    ),
+                    flush=True,
+                )
             del paths
             if device.type == "cuda":
                 torch.cuda.empty_cache()

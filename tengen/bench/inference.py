@@ -129,10 +129,10 @@ def run(args: argparse.Namespace) -> dict:
     import torch
     import tritonclient.grpc as grpcclient
 
+    from tengen.gate.promotion import agree
     from tengen.infra.triton.client import TritonEvaluator, model_stats, phase_means_ms
     from tengen.infra.triton.repository import ModelRepository, render_config
     from tengen.infra.triton.server import LocalTriton
-    from tengen.gate.promotion import agree
     from tengen.nn.evaluator import make_evaluator
     from tengen.nn.export import export_model
     from tengen.nn.model import build_model

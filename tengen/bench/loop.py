@@ -70,12 +70,12 @@ def run(args: argparse.Namespace) -> dict:
     from tengen.config import load_config
     from tengen.infra.broker import LocalBroker
     from tengen.infra.kafka import ReliableProducer
-    from tengen.loop.messages import announce_model, ensure_loop_topics
     from tengen.infra.process import dies_with_parent
     from tengen.infra.triton.client import model_stats, phase_means_ms
     from tengen.infra.triton.repository import ModelRepository
     from tengen.infra.triton.server import LocalTriton
     from tengen.loop.layout import DataDir
+    from tengen.loop.messages import announce_model, ensure_loop_topics
     from tengen.nn.evaluator import make_evaluator
     from tengen.run.bootstrap import ensure_model
     from tengen.run.ports import PortPicker

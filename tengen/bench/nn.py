@@ -188,8 +188,8 @@ def run(args: argparse.Namespace) -> dict:
     from tengen.config import load_config
     from tengen.nn.evaluator import OpenVINOEvaluator, TorchEvaluator, make_evaluator
     from tengen.nn.model import ARCHITECTURES, build_model
-    from tengen.selfplay.runner import SelfplayRunner
     from tengen.selfplay.game import SelfplaySettings
+    from tengen.selfplay.runner import SelfplayRunner
 
     if not 7 <= args.board <= 19 or args.threads < 1 or args.visits < 1:
         raise SystemExit("--board must be within 7..19, --threads and --visits >= 1")

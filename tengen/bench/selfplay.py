@@ -69,8 +69,8 @@ def run(args: argparse.Namespace) -> dict:
     from tengen.config import load_config
     from tengen.nn.evaluator import TorchEvaluator
     from tengen.nn.model import build_model
-    from tengen.selfplay.runner import SelfplayRunner
     from tengen.selfplay.game import SelfplaySettings
+    from tengen.selfplay.runner import SelfplayRunner
 
     if not 7 <= args.board <= 19:
         raise SystemExit("--board must be within 7..19")
@@ -105,15 +105,22 @@ def run(args: argparse.Namespace) -> dict:
     positions_per_s = stats["moves_per_s"]
     evals_per_s = stats["leaves_per_s"]
     mean_batch = stats["mean_batch"]
-    print(f"runner : {positions_per_s:8.1f} positions/s {evals_per_s:8.1f} evals/s, mean batch {mean_batch:.1f}, main thread waited on the "
-          f"evaluator {stats['eval_wait_s'] / stats['elapsed_s']:.0%} of {stats['elapsed_s']:.1f} s", flush=True)
+    print(
+        f"runner : {positions_per_s:8.1f} positions/s {evals_per_s:8.1f} evals/s, mean batch {mean_batch:.1f}, "
+        f"main thread waited on the evaluator {stats['eval_wait_s'] / stats['elapsed_s']:.0%} "
+        f"of {stats['elapsed_s']:.1f} s",
+        flush=True,
+    )
     games_per_h = recorded_per_s = None
     if lengths:
         mean_length = sum(lengths) / len(lengths)
         games_per_h = positions_per_s * 3600 / mean_length
         recorded_per_s = positions_per_s * full_turns / sum(lengths)
-        print(f"runner : {games_per_h:8.1f} games/h at {mean_length:.0f} moves per game, "
-              f"{recorded_per_s:.2f} recorded positions/s ({len(lengths)} games finished)", flush=True)
+        print(
+            f"runner : {games_per_h:8.1f} games/h at {mean_length:.0f} moves per game, "
+            f"{recorded_per_s:.2f} recorded positions/s ({len(lengths)} games finished)",
+            flush=True,
+        )
     else:
         print("runner : no game finished in the time given; run longer for games/h", flush=True)
 

@@ -43,12 +43,12 @@ def run(args: argparse.Namespace) -> dict:
     import numpy as np
     import torch
 
-    from tengen.train.learner import Learner, batch_tensors
     from tengen.config import TrainerConfig
-    from tengen.loop.rows import rows_from_record
     from tengen.data.synthetic import random_game
-    from tengen.train.window import Window
+    from tengen.loop.rows import rows_from_record
     from tengen.nn.loss import compute_loss
+    from tengen.train.learner import Learner, batch_tensors
+    from tengen.train.window import Window
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)

@@ -14,7 +14,20 @@ import sys
 from tengen.infra.entrypoint import positive_float
 from tengen.infra.process import Interrupted, exit_on_signals
 
-BENCHMARKS: list[str] = ["go", "features", "ratings", "train", "inference", "nn", "gpu", "mcts", "selfplay", "loop", "ab", "fit"]
+BENCHMARKS: list[str] = [
+    "go",
+    "features",
+    "ratings",
+    "train",
+    "inference",
+    "nn",
+    "gpu",
+    "mcts",
+    "selfplay",
+    "loop",
+    "ab",
+    "fit",
+]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -51,19 +51,29 @@ def _chaos(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "chaos", help="fault drill: SIGKILL a local run's parts in rounds, measure recovery and lost games",
-        description="A fault drill on a local run. Starts `tengen run --preset P --data-dir D` and, in each round, SIGKILLs "
-        "the trainer, the broker, Triton, ratings and `tengen run` itself (starting it again), waiting after each "
-        "until self-play moves again. Prints each recovery time, then the acknowledged games that never reached "
-        "the window (lost) and those it holds twice (duplicated), and a JSON line with the figures. Exit code 0 "
-        "when nothing was lost or duplicated, 1 otherwise or when a part did not come back within --recovery.",
+        "chaos",
+        help="fault drill: SIGKILL a local run's parts in rounds, measure recovery and lost games",
+        description="A fault drill on a local run. Starts `tengen run --preset P --data-dir D` and, in each "
+        "round, SIGKILLs the trainer, the broker, Triton, ratings and `tengen run` itself (starting it again), "
+        "waiting after each until self-play moves again. Prints each recovery time, then the acknowledged "
+        "games that never reached the window (lost) and those it holds twice (duplicated), and a JSON line "
+        "with the figures. Exit code 0 when nothing was lost or duplicated, 1 otherwise or when a part did "
+        "not come back within --recovery.",
     )
     parser.add_argument("--preset", default="tiny", help="preset of the run (default tiny)")
     parser.add_argument("--data-dir", type=Path, required=True, help="the run's data dir (continued if it exists)")
     parser.add_argument("--rounds", type=positive_int, default=3, help="rounds of kills (default 3)")
-    parser.add_argument("--targets", type=_targets, default=("trainer", "broker", "triton", "ratings", "supervisor"),
-                        help="comma-separated parts to kill each round, in order (default "
-                             "trainer,broker,triton,ratings,supervisor)")
-    parser.add_argument("--recovery", type=positive_float, default=240.0, metavar="SECONDS",
-                        help="bound on each recovery; longer fails the drill (default 240)")
+    parser.add_argument(
+        "--targets",
+        type=_targets,
+        default=("trainer", "broker", "triton", "ratings", "supervisor"),
+        help="comma-separated parts to kill each round, in order (default trainer,broker,triton,ratings,supervisor)",
+    )
+    parser.add_argument(
+        "--recovery",
+        type=positive_float,
+        default=240.0,
+        metavar="SECONDS",
+        help="bound on each recovery; longer fails the drill (default 240)",
+    )
     parser.set_defaults(func=_chaos)

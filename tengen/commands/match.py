@@ -59,9 +59,9 @@ def add_game_arguments(parser: argparse.ArgumentParser, default_games: int) -> N
 
 
 def make_reporter(args: argparse.Namespace) -> Any:
-    from tengen.ratings.report import ServiceReporter, StoreReporter
     from tengen.config import environment_config
     from tengen.ratings.config import client_token, fill_from_config, store_url
+    from tengen.ratings.report import ServiceReporter, StoreReporter
 
     if args.no_ratings:
         return None
@@ -74,7 +74,7 @@ def make_reporter(args: argparse.Namespace) -> Any:
 def play_match(args: argparse.Namespace, a: Any, b: Any, source: str) -> int:
     """Run the match between EngineSpecs a and b with the shared arguments; prints progress and
     the summary; exit code 1 when games could not be reported, 128 + N when signal N stopped it."""
-    from tengen.gtp.engine_match import GameOutcome, Match, EngineMatchSettings
+    from tengen.gtp.engine_match import EngineMatchSettings, GameOutcome, Match
     from tengen.infra.process import Interrupted, exit_on_signals
 
     settings = EngineMatchSettings(

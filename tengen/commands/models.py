@@ -180,8 +180,7 @@ def _list(args: argparse.Namespace) -> int:
 def _promote(args: argparse.Namespace) -> int:
     from tengen.gate.promotion import ExportError, ModelServer, validate_export
     from tengen.infra.triton.errors import TritonError
-    from tengen.infra.triton.repository import ModelRepository
-    from tengen.infra.triton.repository import model_config
+    from tengen.infra.triton.repository import ModelRepository, model_config
 
     export: Path = args.path
     try:
@@ -370,23 +369,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_repository_arguments(con)
     add_preset_argument(con, "preset to take the settings from")
     con.add_argument("--triton", default=None, help=TRITON_HELP)
-    con.add_argument("--timeout", type=positive_float, default=300.0, help="seconds to wait for the reload (default 300)")
+    con.add_argument("--timeout", type=positive_float, default=300.0,
+                     help="seconds to wait for the reload (default 300)")
     con.set_defaults(func=_configure)
 
-    pre = actions.add_parser("prepare", help="before Triton starts: the model's config, version 1, the announcement",
-                             description="Before Triton starts (the Kubernetes init container of the Triton pod): "
-                             "create the model with the preset's config or bring its config up to the preset, write "
-                             "a randomly initialised version 1 straight into the repository when the model has none "
-                             "(Triton loads it at its start), then announce the latest version on tengen.models "
-                             "when a broker is given, once the deployment's topics exist.")
+    pre = actions.add_parser(
+        "prepare",
+        help="before Triton starts: the model's config, version 1, the announcement",
+        description="Before Triton starts (the Kubernetes init container of the Triton pod): "
+        "create the model with the preset's config or bring its config up to the preset, write "
+        "a randomly initialised version 1 straight into the repository when the model has none "
+        "(Triton loads it at its start), then announce the latest version on tengen.models "
+        "when a broker is given, once the deployment's topics exist.",
+    )
     add_repository_arguments(pre)
-    add_preset_argument(pre, "preset for the architecture of version 1 and the config's triton settings; the "
-                        "model's name is its run.model_name")
-    pre.add_argument("--backend", choices=BACKENDS, default=None,
-                     help="backend of a new model's config (default triton.backend: $TENGEN_TRITON__BACKEND, else "
-                     "python); an existing model keeps its own")
-    pre.add_argument("--kafka", default=None, help="Kafka bootstrap servers for the announcement "
-                     "($TENGEN_KAFKA_BOOTSTRAP; unset: no announcement)")
-    pre.add_argument("--timeout", type=positive_float, default=600.0,
-                     help="seconds to wait for the topics and the announcement (default 600)")
+    add_preset_argument(
+        pre,
+        "preset for the architecture of version 1 and the config's triton settings; the "
+        "model's name is its run.model_name",
+    )
+    pre.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="backend of a new model's config (default triton.backend: $TENGEN_TRITON__BACKEND, else "
+        "python); an existing model keeps its own",
+    )
+    pre.add_argument(
+        "--kafka",
+        default=None,
+        help="Kafka bootstrap servers for the announcement ($TENGEN_KAFKA_BOOTSTRAP; unset: no announcement)",
+    )
+    pre.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=600.0,
+        help="seconds to wait for the topics and the announcement (default 600)",
+    )
     pre.set_defaults(func=_prepare)

@@ -32,8 +32,8 @@ class _Local:
     """The data dir's store, opened in this process."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from tengen.ratings.book import RatingsBook
         from tengen.loop.layout import DataDir
+        from tengen.ratings.book import RatingsBook
         from tengen.ratings.config import store_url
         from tengen.ratings.records import RatingsError
         from tengen.ratings.store import RatingsStore

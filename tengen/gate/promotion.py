@@ -179,17 +179,20 @@ class ModelServer:
         check = check_served(self.url, self.model, expected)
         version = self.written_version(export, newer_than)
         if version is None:
-            return load_new_version(self.repository, self.url, self.model, export, timeout_s=self.timeout_s, check=check)
-        log.info("%s is already version %d of %s (written before a restart); finishing its load",
-                 export, version, self.model)
+            return load_new_version(self.repository, self.url, self.model, export, timeout_s=self.timeout_s,
+                                    check=check)
+        log.info(
+            "%s is already version %d of %s (written before a restart); finishing its load", export, version, self.model
+        )
         if version not in ready_versions(self.url, self.model):
             load_model(self.url, self.model, self.timeout_s)
             wait_version_ready(self.url, self.model, version, self.timeout_s)
         check(version)
         return version
 
-    def promote(self, export: Path, expected: dict[str, np.ndarray], producer: ReliableProducer | None,
-                newer_than: int = 0) -> int:
+    def promote(
+        self, export: Path, expected: dict[str, np.ndarray], producer: ReliableProducer | None, newer_than: int = 0
+    ) -> int:
         """load, then announce the version on `tengen.models` (when a producer is given); returns
         the version. Raises TritonError before anything is announced, or KafkaAdapterError when
         the version serves but the announcement was not acknowledged."""
@@ -206,4 +209,3 @@ def file_digest(path: str | os.PathLike[str]) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-

@@ -10,7 +10,8 @@ a JSON object with a string id gets ``{"error"}``); settings tengen reads but ca
 ``{"id", "field", "warning"}`` and the query goes on.
 
 Tasks wait in a priority queue (higher `priority` first, then the earlier query) and are searched
-by worker threads, one analyzer each (queries parsed by tengen.gtp.analysis_query) (tengen.gtp.mcts_analyzer or the raw policy of tengen.gtp.analysis);
+by worker threads, one analyzer each (tengen.gtp.mcts_analyzer or the raw policy of tengen.gtp.analysis;
+queries are parsed by tengen.gtp.analysis_query);
 their net evaluations share batches through tengen.gtp.batching. Terminating a queued task answers
 it at once with `noResults`; a running one stops and reports what it has, as KataGo does.
 
@@ -18,6 +19,7 @@ Values are from the perspective of `reportAnalysisWinratesAs` (BLACK, WHITE or S
 engine's default, per-query through `overrideSettings`). tengen's net predicts one score (its
 mean), so scoreLead, scoreMean and scoreSelfplay are the same number.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,6 +43,7 @@ from tengen.gtp.batching import BatchingEvaluator
 from tengen.gtp.protocol import format_vertex
 
 log = logging.getLogger(__name__)
+
 
 def _round(value: float, digits: int = 8) -> float:
     value = float(value)
@@ -72,8 +75,9 @@ def build_answer(task: Task, analysis: Analysis, during_search: bool) -> dict[st
     board, settings = task.board, task.settings
     x_size, y_size = board.x_size, board.y_size
     to_move = board.to_move
-    flip = (settings.perspective == "BLACK" and to_move == WHITE) or \
-        (settings.perspective == "WHITE" and to_move == BLACK)
+    flip = (settings.perspective == "BLACK" and to_move == WHITE) or (
+        settings.perspective == "WHITE" and to_move == BLACK
+    )
     sign = -1.0 if flip else 1.0
 
     def rate(value: float) -> float:
@@ -86,13 +90,20 @@ def build_answer(task: Task, analysis: Analysis, during_search: bool) -> dict[st
     for order, info in enumerate(analysis.moves):
         pv = info.pv[: 1 + settings.pv_len]
         entry: dict[str, Any] = {
-            "move": vertex(info.move), "visits": info.visits, "edgeVisits": info.visits,
-            "winrate": rate(info.winrate), "scoreLead": _round(sign * info.score_lead),
-            "scoreMean": _round(sign * info.score_lead), "scoreSelfplay": _round(sign * info.score_lead),
-            "scoreStdev": _round(info.score_stdev), "prior": _round(info.prior),
-            "utility": _round(sign * info.utility), "lcb": rate(info.lcb),
+            "move": vertex(info.move),
+            "visits": info.visits,
+            "edgeVisits": info.visits,
+            "winrate": rate(info.winrate),
+            "scoreLead": _round(sign * info.score_lead),
+            "scoreMean": _round(sign * info.score_lead),
+            "scoreSelfplay": _round(sign * info.score_lead),
+            "scoreStdev": _round(info.score_stdev),
+            "prior": _round(info.prior),
+            "utility": _round(sign * info.utility),
+            "lcb": rate(info.lcb),
             "utilityLcb": _round(sign * (info.utility - 2.0 * (info.winrate - info.lcb))),
-            "order": order, "pv": [vertex(m) for m in pv],
+            "order": order,
+            "pv": [vertex(m) for m in pv],
         }
         if settings.include_pv_visits:
             counts = info.pv_visits if info.pv_visits is not None else [info.visits]
@@ -101,24 +112,39 @@ def build_answer(task: Task, analysis: Analysis, during_search: bool) -> dict[st
             entry["ownership"] = np.round(sign * info.ownership.ravel(), 6).tolist()
         move_infos.append(entry)
 
-    root_utility = analysis.utility if analysis.utility is not None else \
-        utility(analysis.winrate, analysis.score_lead, board)
+    root_utility = (
+        analysis.utility if analysis.utility is not None else utility(analysis.winrate, analysis.score_lead, board)
+    )
     this_hash, sym_hash = position_hashes(board)
     root: dict[str, Any] = {
-        "visits": analysis.visits, "winrate": rate(analysis.winrate),
-        "scoreLead": _round(sign * analysis.score_lead), "scoreSelfplay": _round(sign * analysis.score_lead),
-        "scoreStdev": _round(analysis.score_stdev), "utility": _round(sign * root_utility),
-        "currentPlayer": "B" if to_move == BLACK else "W", "thisHash": this_hash, "symHash": sym_hash,
+        "visits": analysis.visits,
+        "winrate": rate(analysis.winrate),
+        "scoreLead": _round(sign * analysis.score_lead),
+        "scoreSelfplay": _round(sign * analysis.score_lead),
+        "scoreStdev": _round(analysis.score_stdev),
+        "utility": _round(sign * root_utility),
+        "currentPlayer": "B" if to_move == BLACK else "W",
+        "thisHash": this_hash,
+        "symHash": sym_hash,
     }
     raw = analysis.raw
     if raw is not None:
-        root.update({
-            "rawWinrate": rate(raw.winrate), "rawLead": _round(sign * raw.score_mean),
-            "rawScoreSelfplay": _round(sign * raw.score_mean),
-            "rawScoreSelfplayStdev": _round(raw.score_stdev), "rawNoResultProb": _round(raw.no_result),
-        })
-    answer: dict[str, Any] = {"id": task.id, "isDuringSearch": during_search, "turnNumber": task.turn,
-                              "moveInfos": move_infos, "rootInfo": root}
+        root.update(
+            {
+                "rawWinrate": rate(raw.winrate),
+                "rawLead": _round(sign * raw.score_mean),
+                "rawScoreSelfplay": _round(sign * raw.score_mean),
+                "rawScoreSelfplayStdev": _round(raw.score_stdev),
+                "rawNoResultProb": _round(raw.no_result),
+            }
+        )
+    answer: dict[str, Any] = {
+        "id": task.id,
+        "isDuringSearch": during_search,
+        "turnNumber": task.turn,
+        "moveInfos": move_infos,
+        "rootInfo": root,
+    }
     if settings.include_ownership and analysis.ownership is not None:
         answer["ownership"] = np.round(sign * np.asarray(analysis.ownership).ravel(), 6).tolist()
     if settings.include_policy:
@@ -141,9 +167,18 @@ class AnalysisEngine:
     closed when the engine stops). models: what `query_models` reports. version:
     `query_version`'s version string."""
 
-    def __init__(self, analyzers: Sequence[Analyzer], *, out: TextIO, max_visits: int = 500,
-                 perspective: str = "BLACK", version: str = "", models: list[dict[str, Any]] | None = None,
-                 batcher: BatchingEvaluator | None = None, quit_without_waiting: bool = False) -> None:
+    def __init__(
+        self,
+        analyzers: Sequence[Analyzer],
+        *,
+        out: TextIO,
+        max_visits: int = 500,
+        perspective: str = "BLACK",
+        version: str = "",
+        models: list[dict[str, Any]] | None = None,
+        batcher: BatchingEvaluator | None = None,
+        quit_without_waiting: bool = False,
+    ) -> None:
         if not analyzers:
             raise ValueError("at least one analyzer is needed")
         if perspective not in PERSPECTIVES:
@@ -164,8 +199,10 @@ class AnalysisEngine:
         self._clear = [False] * len(self.analyzers)
         self._stopping = False
         self._silent = False  # after a broken output or a quick quit: write nothing more
-        self._threads = [threading.Thread(target=self._worker, args=(i,), name=f"analysis-{i}", daemon=True)
-                         for i in range(len(self.analyzers))]
+        self._threads = [
+            threading.Thread(target=self._worker, args=(i,), name=f"analysis-{i}", daemon=True)
+            for i in range(len(self.analyzers))
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -231,8 +268,13 @@ class AnalysisEngine:
             return
         warnings: list[tuple[str, str]] = []
         try:
-            parsed = parse_query(query, default_visits=self.max_visits, perspective=self.perspective,
-                                 seq=lambda: next(self._seq), warnings=warnings)
+            parsed = parse_query(
+                query,
+                default_visits=self.max_visits,
+                perspective=self.perspective,
+                seq=lambda: next(self._seq),
+                warnings=warnings,
+            )
         except QueryError as error:  # the warnings found before the error, then the error
             for field_name, message in warnings:
                 self.write({"id": qid, "field": field_name, "warning": message})
@@ -265,13 +307,13 @@ class AnalysisEngine:
         elif action in ("terminate", "terminate_all"):
             target = query.get("terminateId")
             if action == "terminate" and not isinstance(target, str):
-                self.error('Requests for a terminate action must have a string "terminateId" field',
-                           qid, "terminateId")
+                self.error('Requests for a terminate action must have a string "terminateId" field', qid, "terminateId")
                 return
             turns = query.get("turnNumbers")
             if turns is not None and (not isinstance(turns, list) or not all(is_int(t) for t in turns)):
-                self.error("If provided, must be an array of integers indicating turns to terminate",
-                           qid, "turnNumbers")
+                self.error(
+                    "If provided, must be an array of integers indicating turns to terminate", qid, "turnNumbers"
+                )
                 return
             self.terminate(target if action == "terminate" else None, turns)
             self.write(query)
@@ -383,8 +425,12 @@ class AnalysisEngine:
             def report(analysis: Analysis) -> None:
                 now = time.monotonic()
                 # The final analysis is reported once, as the answer with isDuringSearch false.
-                if now >= first and now - last[0] >= interval * 0.5 and analysis.visits < settings.visits \
-                        and not task.stop.is_set():
+                if (
+                    now >= first
+                    and now - last[0] >= interval * 0.5
+                    and analysis.visits < settings.visits
+                    and not task.stop.is_set()
+                ):
                     last[0] = now
                     self.write(build_answer(task, analysis, during_search=True))
 
@@ -393,17 +439,34 @@ class AnalysisEngine:
         context = self.batcher.working() if self.batcher is not None else contextlib.nullcontext()
         with context:
             analysis = analyzer.analyze(
-                task.board, task.previous, settings.visits, max_moves=task.board.area + 1,
-                ownership=settings.include_ownership, deadline=deadline, stop=task.stop,
-                progress=progress, progress_interval=interval, allowed=task.allowed, visited_only=True,
+                task.board,
+                task.previous,
+                settings.visits,
+                max_moves=task.board.area + 1,
+                ownership=settings.include_ownership,
+                deadline=deadline,
+                stop=task.stop,
+                progress=progress,
+                progress_interval=interval,
+                allowed=task.allowed,
+                visited_only=True,
             )
         self.write(build_answer(task, analysis, during_search=False))
 
 
-def create_engine(evaluator: Any, *, threads: int = 2, search: str = "mcts", out: TextIO,
-                  max_visits: int = 500, perspective: str = "BLACK", version: str = "",
-                  models: list[dict[str, Any]] | None = None, max_batch: int = 256,
-                  quit_without_waiting: bool = False) -> AnalysisEngine:
+def create_engine(
+    evaluator: Any,
+    *,
+    threads: int = 2,
+    search: str = "mcts",
+    out: TextIO,
+    max_visits: int = 500,
+    perspective: str = "BLACK",
+    version: str = "",
+    models: list[dict[str, Any]] | None = None,
+    max_batch: int = 256,
+    quit_without_waiting: bool = False,
+) -> AnalysisEngine:
     """An engine with `threads` workers over `evaluator`: tengen's MCTS (`search` "mcts") or the
     raw policy with a one-ply look ("policy") per worker, their evaluations batched together
     when there is more than one."""
@@ -421,6 +484,13 @@ def create_engine(evaluator: Any, *, threads: int = 2, search: str = "mcts", out
         analyzers = [MctsAnalyzer(shared, config, seed=i) for i in range(threads)]
     else:
         analyzers = [PolicyAnalyzer(shared) for _ in range(threads)]
-    return AnalysisEngine(analyzers, out=out, max_visits=max_visits, perspective=perspective,
-                          version=version, models=models, batcher=batcher,
-                          quit_without_waiting=quit_without_waiting)
+    return AnalysisEngine(
+        analyzers,
+        out=out,
+        max_visits=max_visits,
+        perspective=perspective,
+        version=version,
+        models=models,
+        batcher=batcher,
+        quit_without_waiting=quit_without_waiting,
+    )

@@ -291,7 +291,9 @@ class Match:
                 log.warning("game %d: %s forfeits: %s", number, mover.name, error)
                 mover.kill()  # its state is unknown: restarted for the next game
                 late = isinstance(error, EngineTimeout)
-                result = outcome(winner, f"{winner}+T" if late else f"{winner}+F", "timeout" if late else "engine failure")
+                result = outcome(
+                    winner, f"{winner}+T" if late else f"{winner}+F", "timeout" if late else "engine failure"
+                )
                 break
             if reply.lower() == "resign":
                 result = outcome(winner, f"{winner}+R", "resignation")
@@ -311,8 +313,14 @@ class Match:
                 clients[other].send(f"play {color_name(color)} {format_vertex(move, s.size, s.size)}")
             except CommandFailed as error:
                 # The referee found the move legal; engines with other ko rules may not.
-                log.warning("game %d: %s refused %s's legal move %s: %s", number, clients[other].name,
-                            mover.name, reply, error.message)
+                log.warning(
+                    "game %d: %s refused %s's legal move %s: %s",
+                    number,
+                    clients[other].name,
+                    mover.name,
+                    reply,
+                    error.message,
+                )
                 result = self._scored(board, clients, outcome, "move refused by the opponent")
                 break
             except EngineError as error:
@@ -322,14 +330,21 @@ class Match:
                 result = outcome(loser_winner, f"{loser_winner}+F", "engine failure")
                 break
         sgf = SgfGame(
-            x_size=s.size, y_size=s.size, komi=s.komi, rules=s.rules, moves=moves,
-            player_black=black_spec.name, player_white=white_spec.name, result=result.result,
+            x_size=s.size,
+            y_size=s.size,
+            komi=s.komi,
+            rules=s.rules,
+            moves=moves,
+            player_black=black_spec.name,
+            player_white=white_spec.name,
+            result=result.result,
             comment=self._comment(result),
         )
         return result, sgf
 
-    def _scored(self, board: Board, clients: dict[int, GtpClient],
-                outcome: Callable[..., GameOutcome], reason: str) -> GameOutcome:
+    def _scored(
+        self, board: Board, clients: dict[int, GtpClient], outcome: Callable[..., GameOutcome], reason: str
+    ) -> GameOutcome:
         score = final_score(board)
         winner = winner_of(score)
         result = outcome(winner, result_string(score), reason, score)
@@ -345,8 +360,9 @@ class Match:
             theirs = parse_engine_score(answer)
             if theirs is not None and winner_of(theirs) != winner:
                 result.disagreements.append(client.name)
-                log.warning("game %d: %s scores %s, the rules engine %s", result.number, client.name,
-                            answer, result.result)
+                log.warning(
+                    "game %d: %s scores %s, the rules engine %s", result.number, client.name, answer, result.result
+                )
         return result
 
     def _comment(self, o: GameOutcome) -> str:
@@ -384,8 +400,9 @@ class Match:
                     result.sgf_path = s.sgf_dir / f"{self.match_id}-{number:03d}.sgf"
                     result.sgf_path.write_bytes(write_game(sgf))
                 if self.reporter is not None:
-                    self._pending.append(GameReport(result.game_id, result.black, result.white,
-                                                    result.winner, source=s.source))
+                    self._pending.append(
+                        GameReport(result.game_id, result.black, result.white, result.winner, source=s.source)
+                    )
                     self._report(players)
                 outcomes.append(result)
                 if self.on_game is not None:

@@ -119,17 +119,25 @@ def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec], timeout_s: float =
                 admin.close()
         except (kerr.KafkaError, KafkaAdapterError, OSError) as exc:
             if time.monotonic() >= deadline:
-                raise KafkaAdapterError(f"could not ensure topics on {bootstrap} within {timeout_s:.0f} s: {exc!r}") from exc
+                raise KafkaAdapterError(
+                    f"could not ensure topics on {bootstrap} within {timeout_s:.0f} s: {exc!r}"
+                ) from exc
             delay = backoff.next()
-            log.warning("kafka: broker %s not reachable for topic setup (%r); retrying in %.1f s", bootstrap, exc, delay)
+            log.warning(
+                "kafka: broker %s not reachable for topic setup (%r); retrying in %.1f s", bootstrap, exc, delay
+            )
             time.sleep(delay)
 
 
 def missing_topics(bootstrap: str, names: Iterable[str], timeout_s: float = 10.0) -> list[str]:
     """Which of `names` the broker does not have (KafkaAdapterError when it cannot be asked)."""
     try:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="tengen-admin",
-                                 request_timeout_ms=int(timeout_s * 1000), bootstrap_timeout_ms=int(timeout_s * 1000))
+        admin = KafkaAdminClient(
+            bootstrap_servers=bootstrap,
+            client_id="tengen-admin",
+            request_timeout_ms=int(timeout_s * 1000),
+            bootstrap_timeout_ms=int(timeout_s * 1000),
+        )
     except (kerr.KafkaError, OSError) as exc:
         raise KafkaAdapterError(f"broker {bootstrap} not reachable ({exc!r})") from exc
     try:
@@ -141,8 +149,9 @@ def missing_topics(bootstrap: str, names: Iterable[str], timeout_s: float = 10.0
     return [name for name in names if name not in existing]
 
 
-def wait_for_topics(bootstrap: str, names: Sequence[str], stop: threading.Event, who: str,
-                    timeout_s: float = 10.0) -> bool:
+def wait_for_topics(
+    bootstrap: str, names: Sequence[str], stop: threading.Event, who: str, timeout_s: float = 10.0
+) -> bool:
     """A service's start: wait until the broker answers and has the topics `names`, retrying
     with backoff (1 s doubling to 30 s, logged), until `stop` is set. True once they exist.
 
@@ -156,8 +165,10 @@ def wait_for_topics(bootstrap: str, names: Sequence[str], stop: threading.Event,
             missing = missing_topics(bootstrap, names, timeout_s)
             if not missing:
                 return True
-            reason = (f"topics {', '.join(missing)} do not exist yet (the deployment creates them: `tengen run`, "
-                      "compose's kafka-init, the Kubernetes topics Job)")
+            reason = (
+                f"topics {', '.join(missing)} do not exist yet (the deployment creates them: `tengen run`, "
+                "compose's kafka-init, the Kubernetes topics Job)"
+            )
         except KafkaAdapterError as exc:
             reason = str(exc)
         delay = backoff.next()
@@ -250,8 +261,9 @@ class ReliableProducer:
         self._thread.start()
 
     # -- public API -------------------------------------------------------------------------
-    def send(self, topic: str, key: str | bytes, value: bytes, headers: Headers = (),
-             block_timeout_s: float | None = None) -> None:
+    def send(
+        self, topic: str, key: str | bytes, value: bytes, headers: Headers = (), block_timeout_s: float | None = None
+    ) -> None:
         """Buffer one record for delivery; blocks while the buffer is full (None = wait forever)."""
         if not topic:
             raise ValueError("topic must be a non-empty string")
@@ -266,8 +278,10 @@ class ReliableProducer:
             while len(self._pending) >= self.max_buffered:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    raise BufferFullError(f"producer buffer full ({self.max_buffered} records unacknowledged; "
-                                          f"is the broker at {self.bootstrap} up?)")
+                    raise BufferFullError(
+                        f"producer buffer full ({self.max_buffered} records unacknowledged; "
+                        f"is the broker at {self.bootstrap} up?)"
+                    )
                 self._cond.wait(remaining if remaining is not None else 1.0)
                 if self._closed:
                     raise KafkaAdapterError("producer is closed")
@@ -324,8 +338,13 @@ class ReliableProducer:
             if reset:
                 self._drop_client()
                 delay = self._backoff.next()
-                log.warning("kafka: %d records not acknowledged by %s (last error %r); reconnecting in %.1f s",
-                            self.pending, self.bootstrap, self._last_error, delay)
+                log.warning(
+                    "kafka: %d records not acknowledged by %s (last error %r); reconnecting in %.1f s",
+                    self.pending,
+                    self.bootstrap,
+                    self._last_error,
+                    delay,
+                )
                 self._sleep(delay)
                 continue
             if self._client is None and not self._connect():
@@ -343,8 +362,13 @@ class ReliableProducer:
             self._client = KafkaProducer(**self._config)
         except Exception as exc:  # kafka-python raises several types when bootstrap fails
             delay = self._backoff.next()
-            log.warning("kafka: broker %s unreachable (%r); %d records buffered; retrying in %.1f s",
-                        self.bootstrap, exc, self.pending, delay)
+            log.warning(
+                "kafka: broker %s unreachable (%r); %d records buffered; retrying in %.1f s",
+                self.bootstrap,
+                exc,
+                self.pending,
+                delay,
+            )
             self._sleep(delay)
             return False
         with self._cond:
@@ -421,8 +445,13 @@ class ReliableProducer:
         with self._cond:
             if rec.seq not in self._pending:
                 return
-            log.debug("kafka: record key=%r for %s not acknowledged (%r, attempt %d); resending",
-                      rec.key, rec.topic, exc, rec.attempts)
+            log.debug(
+                "kafka: record key=%r for %s not acknowledged (%r, attempt %d); resending",
+                rec.key,
+                rec.topic,
+                exc,
+                rec.attempts,
+            )
             self._last_error = exc
             self._requeue(rec, generation)
             # Recreate the client: after a broker restart the old one may be stuck in a fatal state.
@@ -491,8 +520,13 @@ class GroupConsumer:
             consumer.subscribe(self.topics)
         except Exception as exc:
             delay = self._backoff.next()
-            log.warning("kafka: consumer group %s cannot reach %s (%r); retrying in %.1f s",
-                        self.group_id, self.bootstrap, exc, delay)
+            log.warning(
+                "kafka: consumer group %s cannot reach %s (%r); retrying in %.1f s",
+                self.group_id,
+                self.bootstrap,
+                exc,
+                delay,
+            )
             time.sleep(delay)
             return None
         self._consumer = consumer
@@ -555,8 +589,11 @@ class GroupConsumer:
             if connected:
                 log.info("kafka: consumer group %s reconnected to %s", self.group_id, self.bootstrap)
             else:
-                log.warning("kafka: consumer group %s cannot reach the broker at %s; kafka-python keeps "
-                            "retrying", self.group_id, self.bootstrap)
+                log.warning(
+                    "kafka: consumer group %s cannot reach the broker at %s; kafka-python keeps retrying",
+                    self.group_id,
+                    self.bootstrap,
+                )
             self._was_connected = connected
 
     def commit(self, records: Iterable[ConsumerRecord]) -> bool:
@@ -637,8 +674,7 @@ def header(record: ConsumerRecord, name: str) -> str | None:
     return found
 
 
-def read_to_end(consumer: KafkaConsumer, topic: str, deadline: float,
-                handle: Callable[[ConsumerRecord], None]) -> None:
+def read_to_end(consumer: KafkaConsumer, topic: str, deadline: float, handle: Callable[[ConsumerRecord], None]) -> None:
     """Read every partition of `topic` from its start to its end as of now, handing each record
     to `handle` (KafkaAdapterError past `deadline`, a time.monotonic() value)."""
     partitions = None
@@ -694,6 +730,8 @@ def log_was_reset(consumer: KafkaConsumer) -> bool:
     end = consumer.end_offsets(partitions)
     reset = [tp for tp in partitions if end.get(tp) is not None and consumer.position(tp) > end[tp]]
     if reset:
-        log.warning("kafka: %s restarted empty (log end before our position); reading it again from the start",
-                    ", ".join(f"{tp.topic}[{tp.partition}]" for tp in reset))
+        log.warning(
+            "kafka: %s restarted empty (log end before our position); reading it again from the start",
+            ", ".join(f"{tp.topic}[{tp.partition}]" for tp in reset),
+        )
     return bool(reset)

@@ -46,10 +46,10 @@ from typing import Iterator
 
 import numpy as np
 
+from tengen.config import MAX_MOVES_FACTOR
 from tengen.go import passalive, planes
 from tengen.go.board import Board
 from tengen.go.rules import IllegalMoveError, parse_rules
-from tengen.config import MAX_MOVES_FACTOR
 from tengen.proto import game_pb2
 
 MAX_ID_LENGTH = 256
@@ -542,4 +542,5 @@ def _check_result(result: str, final_score: float) -> None:
     except ValueError:
         ok = False
     if not ok:
-        raise RecordError(f"result {result!r} disagrees with final_score {final_score} (expected {winner}+{abs(final_score):g})")
+        raise RecordError(f"result {result!r} disagrees with final_score {final_score} "
+                          f"(expected {winner}+{abs(final_score):g})")

@@ -23,7 +23,6 @@ from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
 from tengen.nn.export import OUTPUT_NAMES, complete_outputs, load_export, select_policy, use_optimistic_policy
 from tengen.nn.model import InferenceNet, KataGoNet
 
-
 # "auto": bf16 autocast where the CPU computes bf16 natively (AVX512-BF16/AMX: about 1.5x fp32 on
 # the presets' nets), fp32 elsewhere, where bf16 is emulated and slower. The Triton Python backend
 # (services/inference/model.py) resolves its `precision` parameter the same way.

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tengen.ratings import elo
 from tengen.config import RatingsConfig
+from tengen.ratings import elo
 from tengen.ratings.records import InvalidRequest, UnknownPlayer
 from tengen.ratings.store import RatingsStore, StoredPlayer
 

@@ -107,7 +107,7 @@ class Tally:
                 t[0] += won
                 t[1] += lost
                 t[2] += r.draws
-        return {name: (w, l, d) for name, (w, l, d) in totals.items()}
+        return {name: (won, lost, drawn) for name, (won, lost, drawn) in totals.items()}
 
     def opponents(self, a: str) -> list[str]:
         return sorted({y if x == a else x for x, y in self._pairs if a in (x, y)})
@@ -285,7 +285,6 @@ def fit(
     shifts[np.arange(n), group] = 1.0 / np.sqrt(sizes[group])
     wins = g.per_player(g.s_i, g.s_j)
     theta = np.zeros(n)
-    posterior = _log_posterior(theta, g)
     converged = False
     iterations = 0
     while iterations < max_iter:
@@ -298,7 +297,7 @@ def fit(
         if newton_every and iterations % newton_every == 0:
             new, new_posterior = _newton(new, new_posterior, g, shifts)
         step = float(np.max(np.abs(new - theta))) * ELO_PER_NAT
-        theta, posterior = new, new_posterior
+        theta = new
         if step < tol:
             converged = True
             break
@@ -323,10 +322,10 @@ def fit(
     ratings = []
     totals = tally.totals()
     for i, name in enumerate(players):
-        w, l, d = totals[name]
+        won, lost, drawn = totals[name]
         sd = 0.0 if name == anchor else float(stddev[i])
         r = float(anchored[i])
-        ratings.append(PlayerRating(name, r, sd, r - z * sd, r + z * sd, w + l + d, w, l, d))
+        ratings.append(PlayerRating(name, r, sd, r - z * sd, r + z * sd, won + lost + drawn, won, lost, drawn))
     ratings.sort(key=lambda x: (-x.elo, x.name))
     return Fit(
         ratings, anchor, anchor_elo, prior_draws, confidence, tally.total_games, iterations, converged

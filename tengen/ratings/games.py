@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tengen.infra.files import read_lines
-from tengen.loop.ledger import END_RESIGN, MatchFile, MatchGameResult, check_candidate_name
 from tengen.go.board import BLACK, WHITE
 from tengen.go.rules import parse_rules
 from tengen.go.sgf import SgfError, SgfGame, read_game, write_game
+from tengen.infra.files import read_lines
 from tengen.loop.layout import DataDir
+from tengen.loop.ledger import END_RESIGN, MatchFile, MatchGameResult, check_candidate_name
 from tengen.ratings.records import InvalidRequest, RatingsError
 
 log = logging.getLogger(__name__)

@@ -15,6 +15,8 @@ from urllib.parse import quote, unquote
 
 import numpy as np
 
+from tengen.go.board import BLACK, WHITE, Board
+from tengen.go.sgf import GTP_COLUMNS, SgfError, SgfGame, iter_boards, move_to_gtp
 from tengen.ratings.games import (
     GameLibrary,
     GameNotFound,
@@ -27,8 +29,6 @@ from tengen.ratings.games import (
     check_version,
     sgf_result,
 )
-from tengen.go.board import BLACK, Board, WHITE
-from tengen.go.sgf import GTP_COLUMNS, SgfError, SgfGame, iter_boards, move_to_gtp
 from tengen.ratings.records import InvalidRequest
 
 log = logging.getLogger(__name__)
@@ -254,14 +254,19 @@ def match_section(match: GatingMatch, version: int) -> str:
 def version_page(version: int, selfplay_total: int, selfplay: Sequence[tuple[SelfplayEntry, SgfGame | None]],
                  matches: Sequence[GatingMatch]) -> str:
     if selfplay:
-        shown = f"the newest {len(selfplay)} of {selfplay_total}" if selfplay_total > len(selfplay) else f"all {selfplay_total}"
-        selfplay_html = (f"<p class=\"note\">Sampled self-play games of v{version}: {shown}.</p>\n<table>\n"
-                         "<tr><th>game</th><th>board</th><th>moves</th><th>result</th><th>written (UTC)</th><th></th></tr>\n"
-                         f"{selfplay_rows(selfplay)}\n</table>")
+        shown = (f"the newest {len(selfplay)} of {selfplay_total}" if selfplay_total > len(selfplay)
+                 else f"all {selfplay_total}")
+        selfplay_html = (
+            f"<p class=\"note\">Sampled self-play games of v{version}: {shown}.</p>\n<table>\n"
+            "<tr><th>game</th><th>board</th><th>moves</th><th>result</th><th>written (UTC)</th><th></th></tr>\n"
+            f"{selfplay_rows(selfplay)}\n</table>"
+        )
     else:
         selfplay_html = f"<p class=\"empty\">No self-play SGFs of v{version} (sgf/v{version}/ in the games dir).</p>"
-    gating_html = "\n".join(match_section(m, version) for m in matches) or \
-        f"<p class=\"empty\">No gating match of v{version} (gating/matches/ in the games dir).</p>"
+    gating_html = (
+        "\n".join(match_section(m, version) for m in matches)
+        or f"<p class=\"empty\">No gating match of v{version} (gating/matches/ in the games dir).</p>"
+    )
     body = f"""<h1>Games of version {version}</h1>
 <h2>Self-play</h2>
 {selfplay_html}
@@ -271,10 +276,15 @@ def version_page(version: int, selfplay_total: int, selfplay: Sequence[tuple[Sel
 
 
 def index_page(versions: dict[int, tuple[int, int]]) -> str:
-    rows = "\n".join(f'<tr><td><a href="/games/v{v}">v{v}</a></td><td>{selfplay}</td><td>{matches}</td></tr>'
-                     for v, (selfplay, matches) in sorted(versions.items(), reverse=True))
-    table = (f"<table>\n<tr><th>version</th><th>self-play SGFs</th><th>gating matches</th></tr>\n{rows}\n</table>"
-             if rows else '<p class="empty">No games yet.</p>')
+    rows = "\n".join(
+        f'<tr><td><a href="/games/v{v}">v{v}</a></td><td>{selfplay}</td><td>{matches}</td></tr>'
+        for v, (selfplay, matches) in sorted(versions.items(), reverse=True)
+    )
+    table = (
+        f"<table>\n<tr><th>version</th><th>self-play SGFs</th><th>gating matches</th></tr>\n{rows}\n</table>"
+        if rows
+        else '<p class="empty">No games yet.</p>'
+    )
     body = f"""<h1>Games</h1>
 <p class="note">Self-play's sampled games (sgf/v&lt;N&gt;/) and gating's matches (gating/matches/) of each version.</p>
 {table}"""
@@ -308,8 +318,9 @@ def _html(text: str, status: int = HTTPStatus.OK) -> Response:
     return status, text.encode(), HTML_TYPE, []
 
 
-def _viewer(title: str, game: SgfGame, query: dict[str, list[str]], url: str, back: tuple[str, str],
-            facts: Sequence[str] = ()) -> Response:
+def _viewer(
+    title: str, game: SgfGame, query: dict[str, list[str]], url: str, back: tuple[str, str], facts: Sequence[str] = ()
+) -> Response:
     move = _query_int(query, "move", 0, 0, len(game.moves))
     try:
         board = position_at(game, move)
@@ -318,8 +329,9 @@ def _viewer(title: str, game: SgfGame, query: dict[str, list[str]], url: str, ba
     return _html(viewer_page(title, game, move, board, url, f"{url}.sgf", back, facts))
 
 
-def _selfplay_list(library: GameLibrary, version: int,
-                   limit: int) -> tuple[int, list[tuple[SelfplayEntry, SgfGame | None]]]:
+def _selfplay_list(
+    library: GameLibrary, version: int, limit: int
+) -> tuple[int, list[tuple[SelfplayEntry, SgfGame | None]]]:
     total, entries = library.selfplay_games(version, limit)
     listed = []
     for entry in entries:
@@ -339,8 +351,13 @@ def serve_games(library: GameLibrary, path: str, query: dict[str, list[str]]) ->
     try:
         return _route(library, path, query)
     except (InvalidRequest, GameNotFound, GameUnreadable) as error:
-        status = (HTTPStatus.BAD_REQUEST if isinstance(error, InvalidRequest)
-                  else HTTPStatus.NOT_FOUND if isinstance(error, GameNotFound) else HTTPStatus.INTERNAL_SERVER_ERROR)
+        status = (
+            HTTPStatus.BAD_REQUEST
+            if isinstance(error, InvalidRequest)
+            else HTTPStatus.NOT_FOUND
+            if isinstance(error, GameNotFound)
+            else HTTPStatus.INTERNAL_SERVER_ERROR
+        )
         if isinstance(error, GameUnreadable):
             log.warning("games: %s", error)
         if download:
@@ -367,8 +384,14 @@ def _route(library: GameLibrary, path: str, query: dict[str, list[str]]) -> Resp
             return _download(f"{game_id}.sgf", library.selfplay_sgf(version, game_id))
         game_id = check_game_id(name)
         game = library.selfplay_game(version, game_id)
-        return _viewer(f"self-play game {game_id}", game, query, selfplay_url(version, game_id),
-                       (f"/games/v{version}", f"games of v{version}"), [f"played by v{version}"])
+        return _viewer(
+            f"self-play game {game_id}",
+            game,
+            query,
+            selfplay_url(version, game_id),
+            (f"/games/v{version}", f"games of v{version}"),
+            [f"played by v{version}"],
+        )
     if len(parts) == 3 and parts[0] == "gating":
         candidate, name = check_candidate(parts[1]), parts[2]
         if name.endswith(".sgf"):
@@ -378,9 +401,14 @@ def _route(library: GameLibrary, path: str, query: dict[str, list[str]]) -> Resp
         match, _ = library.gating_game(candidate, index)
         game = library.gating_sgf_game(candidate, index)
         version = match.promoted_version if match.promoted_version is not None else match.opponent_version
-        return _viewer(f"gating game {index} of {candidate}", game, query, gating_url(candidate, index),
-                       (f"/games/v{version}", f"games of v{version}"),
-                       [f"candidate {candidate} against v{match.opponent_version}", f"ended by {game_end(match, index)}"])
+        return _viewer(
+            f"gating game {index} of {candidate}",
+            game,
+            query,
+            gating_url(candidate, index),
+            (f"/games/v{version}", f"games of v{version}"),
+            [f"candidate {candidate} against v{match.opponent_version}", f"ended by {game_end(match, index)}"],
+        )
     raise GameNotFound(f"no games page at {path}: see /games")
 
 

@@ -160,7 +160,8 @@ def elo_plot(
             f"{x_axis.tick_label(tick)}</text>"
         )
     parts.append(
-        f'<text x="{LEFT + PLOT_W / 2:.1f}" y="{HEIGHT - 10}" text-anchor="middle" font-size="12">{escape(x_axis.label)}</text>'
+        f'<text x="{LEFT + PLOT_W / 2:.1f}" y="{HEIGHT - 10}" text-anchor="middle" font-size="12">'
+        f'{escape(x_axis.label)}</text>'
         f'<text transform="translate(16 {TOP + PLOT_H / 2:.1f}) rotate(-90)" text-anchor="middle" '
         f'font-size="12">Elo</text>'
     )
@@ -185,11 +186,12 @@ def elo_plot(
         tip = escape(f"{p.name}: {p.elo:.0f} [{p.elo_low:.0f}, {p.elo_high:.0f}], {p.games} games")
         url = games_url(p) if links else None
         parts.append(
-            (f'<a href="{url}">' if url else "") +
-            f'<g class="version"><title>{tip}</title>'
+            (f'<a href="{url}">' if url else "") + f'<g class="version"><title>{tip}</title>'
             f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{py(p.elo_low):.1f}" y2="{py(p.elo_high):.1f}" stroke="#3a6ea5"/>'
-            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{py(p.elo_low):.1f}" y2="{py(p.elo_low):.1f}" stroke="#3a6ea5"/>'
-            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{py(p.elo_high):.1f}" y2="{py(p.elo_high):.1f}" stroke="#3a6ea5"/>'
+            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{py(p.elo_low):.1f}" y2="{py(p.elo_low):.1f}" '
+            f'stroke="#3a6ea5"/>'
+            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{py(p.elo_high):.1f}" y2="{py(p.elo_high):.1f}" '
+            f'stroke="#3a6ea5"/>'
             f'<circle cx="{cx:.1f}" cy="{py(p.elo):.1f}" r="3.5" fill="#1f4e79"/></g>' + ("</a>" if url else "")
         )
     parts.append("</svg>")

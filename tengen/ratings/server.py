@@ -39,7 +39,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import grpc
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from tengen.proto import ratings_pb2 as pb, ratings_pb2_grpc as pb_grpc
+from tengen.proto import ratings_pb2 as pb
+from tengen.proto import ratings_pb2_grpc as pb_grpc
 from tengen.ratings import wire
 from tengen.ratings.api import DatabaseUnavailable, RatingsApi
 from tengen.ratings.book import to_json

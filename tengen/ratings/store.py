@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import contextmanager
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path

@@ -128,15 +128,26 @@ class DrillResult:
         for r in self.recoveries:
             by_target.setdefault(r.target, []).append(round(r.seconds, 1))
         return {"recovery_s": by_target, "max_recovery_s": max((r.seconds for r in self.recoveries), default=0.0),
-                "acknowledged": self.acknowledged, "at_risk": self.at_risk, "lost": self.lost, "duplicated": self.duplicated}
+                "acknowledged": self.acknowledged, "at_risk": self.at_risk, "lost": self.lost,
+                "duplicated": self.duplicated}
 
 
 class Drill:
     """One drill: `run()` returns what it measured; the run it started is stopped in every case."""
 
-    def __init__(self, preset: str, config: Config, data_dir: Path, rounds: int, *,
-                 targets: tuple[str, ...] = TARGETS, recovery_s: float = 240.0, out: TextIO = sys.stdout,
-                 env: dict[str, str] | None = None, trainer_pause_s: float = TRAINER_PAUSE_S) -> None:
+    def __init__(
+        self,
+        preset: str,
+        config: Config,
+        data_dir: Path,
+        rounds: int,
+        *,
+        targets: tuple[str, ...] = TARGETS,
+        recovery_s: float = 240.0,
+        out: TextIO = sys.stdout,
+        env: dict[str, str] | None = None,
+        trainer_pause_s: float = TRAINER_PAUSE_S,
+    ) -> None:
         unknown = set(targets) - set(TARGETS)
         if unknown or not targets:
             raise ValueError(f"targets must be among {', '.join(TARGETS)}; got {', '.join(targets) or 'none'}")
@@ -169,8 +180,10 @@ class Drill:
                     self._say(f"round {n}: {target} SIGKILLed, self-play moving again after {seconds:.1f} s")
             self._note_acknowledged()
             try:
-                self._wait(lambda: self.acknowledged <= set(window_ids(self.data_dir, self.config)),
-                           f"the {len(self.acknowledged)} acknowledged games to reach the window")
+                self._wait(
+                    lambda: self.acknowledged <= set(window_ids(self.data_dir, self.config)),
+                    f"the {len(self.acknowledged)} acknowledged games to reach the window",
+                )
             except DrillError as err:
                 self._say(str(err))
             ids = set(window_ids(self.data_dir, self.config))
@@ -207,8 +220,10 @@ class Drill:
                 self.at_risk |= self._note_spooled()
             finally:
                 os.kill(trainer, signal.SIGCONT)
-            self._wait(lambda: run_state(self.data_dir).get("children", {}).get("broker") not in (None, broker),
-                       "the broker to be restarted")
+            self._wait(
+                lambda: run_state(self.data_dir).get("children", {}).get("broker") not in (None, broker),
+                "the broker to be restarted",
+            )
         elif target == "supervisor":
             assert self.proc is not None
             self.proc.kill()
@@ -220,10 +235,16 @@ class Drill:
         else:
             pid = run_state(self.data_dir)["children"][target]
             os.kill(pid, signal.SIGKILL)
-            self._wait(lambda: run_state(self.data_dir).get("children", {}).get(target) not in (None, pid),
-                       f"{target} to be restarted")
-        self._wait(lambda: selfplay_positions(self.data_dir) > positions
-                   and len(window_ids(self.data_dir, self.config)) > games, f"the loop to move after {target}")
+            self._wait(
+                lambda: run_state(self.data_dir).get("children", {}).get(target) not in (None, pid),
+                f"{target} to be restarted",
+            )
+        self._wait(
+            lambda: (
+                selfplay_positions(self.data_dir) > positions and len(window_ids(self.data_dir, self.config)) > games
+            ),
+            f"the loop to move after {target}",
+        )
         return time.monotonic() - start
 
     def _pile_up(self) -> set[str]:
@@ -257,8 +278,19 @@ class Drill:
 
     def _start_run(self) -> None:
         DataDir(self.data_dir).run_state.unlink(missing_ok=True)  # a SIGKILLed run leaves its state behind
-        cmd = [sys.executable, "-m", "tengen.cli", "run", "--preset", self.preset, "--data-dir", str(self.data_dir),
-               "--plain", "--status-every", "10"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "tengen.cli",
+            "run",
+            "--preset",
+            self.preset,
+            "--data-dir",
+            str(self.data_dir),
+            "--plain",
+            "--status-every",
+            "10",
+        ]
         with open(self.run_log, "ab") as sink:
             self.proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=self.env)
         self._wait(lambda: bool(run_state(self.data_dir).get("children")), "tengen run to start its services")
@@ -268,8 +300,9 @@ class Drill:
             self.proc.send_signal(stop_signal)
             code = self.proc.wait(timeout=300)
             if code != 0:
-                raise DrillError(f"tengen run exited with {code} on {signal.Signals(stop_signal).name} "
-                                 f"(see {self.run_log})")
+                raise DrillError(
+                    f"tengen run exited with {code} on {signal.Signals(stop_signal).name} (see {self.run_log})"
+                )
 
     def _wait(self, condition: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + self.recovery_s

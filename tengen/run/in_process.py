@@ -25,11 +25,11 @@ from typing import Callable, Iterable, Protocol
 import numpy as np
 
 from tengen.config import Config
+from tengen.loop.rows import window_rows
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.nn.model import KataGoNet
 from tengen.proto import game_pb2
 from tengen.selfplay.runner import SelfplayRunner
-from tengen.loop.rows import window_rows
 from tengen.train.window import Window
 
 

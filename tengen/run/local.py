@@ -39,8 +39,8 @@ from tengen.infra.triton.server import LocalTriton
 from tengen.loop.layout import DataDir
 from tengen.ratings.config import load_or_create_token
 from tengen.run.bootstrap import ensure_model
-from tengen.run.record import append_run_record
 from tengen.run.ports import PortPicker
+from tengen.run.record import append_run_record
 from tengen.run.status import StatusReader, render_line, render_screen
 from tengen.run.supervisor import Child, ServerChild, ServiceProcess, Supervisor, SupervisorError
 

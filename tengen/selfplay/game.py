@@ -51,12 +51,12 @@ import numpy as np
 
 from tengen.config import Config
 from tengen.go import passalive
-from tengen.go.board import BLACK, Board, WHITE
+from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.rules import Rules
+from tengen.loop.rows import MAX_POLICY_SURPRISE
 from tengen.proto import game_pb2
 from tengen.search.mcts import Tree
 from tengen.search.single_search import SearchResult, read_result
-from tengen.loop.rows import MAX_POLICY_SURPRISE
 
 # One yield of the game generator: "run the search that is set up on my tree".
 GameSteps = Generator[None, None, game_pb2.GameRecord]
@@ -223,7 +223,8 @@ class SelfPlayGame:
         yield
         return read_result(self.tree)
 
-    def _raw_policy_move(self, temperature: float = 1.0, allow_pass: bool = False) -> Generator[None, None, tuple[int, SearchResult]]:
+    def _raw_policy_move(self, temperature: float = 1.0,
+                         allow_pass: bool = False) -> Generator[None, None, tuple[int, SearchResult]]:
         result = yield from self._evaluate()
         candidates = result.raw_policy > 0
         if not allow_pass:
@@ -295,8 +296,8 @@ class SelfPlayGame:
                 yield from self._compensate_komi()
         branch_turn = None
         if self.rng.random() < s.permanent_branch_prob:
-            branch_turn = int(round(self.rng.exponential(s.permanent_branch_turn_mean * board_len ** 2)))
-        opening = int(round(self.rng.exponential(s.opening_moves_mean * board_len ** 2)))
+            branch_turn = int(round(self.rng.exponential(s.permanent_branch_turn_mean * board_len**2)))
+        opening = int(round(self.rng.exponential(s.opening_moves_mean * board_len**2)))
         max_moves = int(s.max_moves_factor * self.board.x_size * self.board.y_size)
         end_reason = game_pb2.MOVE_CAP
         turn = 0
@@ -323,7 +324,9 @@ class SelfPlayGame:
         weight = 1.0 if lam is None else s.lopsided_min_weight + (1 - s.lopsided_min_weight) * lam
         full = bool(self.rng.random() < s.full_search_prob)
         allowed = self._allowed_moves()
-        full_visits = s.full_visits if lam is None else max(s.fast_visits, round(lam * s.full_visits + (1 - lam) * s.fast_visits))
+        full_visits = (
+            s.full_visits if lam is None else max(s.fast_visits, round(lam * s.full_visits + (1 - lam) * s.fast_visits))
+        )
         if full:
             self.tree.start_search(full_visits, noise=True, forced_playouts=True, allowed=allowed)
         else:
@@ -350,7 +353,9 @@ class SelfPlayGame:
         if not candidates.any():
             return
         probabilities, temperatures = zip(*s.side_branch_temperatures)
-        branch_temperature = temperatures[rng.choice(len(temperatures), p=np.asarray(probabilities) / sum(probabilities))]
+        branch_temperature = temperatures[
+            rng.choice(len(temperatures), p=np.asarray(probabilities) / sum(probabilities))
+        ]
         alternative = draw_from_policy(raw_policy, candidates, branch_temperature, rng)
         board, prev = at.copy(), (at, at_prev)
         board.play(alternative)
@@ -377,9 +382,17 @@ class SelfPlayGame:
         board = self.board
         score = passalive.final_score(board)
         record = game_pb2.GameRecord(
-            id=self.game_id, x_size=board.x_size, y_size=board.y_size, rules=board.rules.to_string(),
-            komi=board.komi, handicap=handicap, first_to_move=game_pb2.BLACK, model_version=self.model_version,
-            model_name=self.model_name, final_score=score, result=passalive.result_string(score),
+            id=self.game_id,
+            x_size=board.x_size,
+            y_size=board.y_size,
+            rules=board.rules.to_string(),
+            komi=board.komi,
+            handicap=handicap,
+            first_to_move=game_pb2.BLACK,
+            model_version=self.model_version,
+            model_name=self.model_name,
+            final_score=score,
+            result=passalive.result_string(score),
             end_reason=end_reason,
         )
         record.moves.extend(self.moves)
@@ -389,8 +402,9 @@ class SelfPlayGame:
         return record
 
 
-def _move_record(move: int, color: int, result: SearchResult | None, full: bool, weight: float,
-                 surprise: bool) -> game_pb2.Move:
+def _move_record(
+    move: int, color: int, result: SearchResult | None, full: bool, weight: float, surprise: bool
+) -> game_pb2.Move:
     """A GameRecord move; with a search result, its value and (full searches) its policy target
     and, with `surprise`, its policy surprise."""
     record = game_pb2.Move(move=move, color=color, full_search=full, weight=weight)
@@ -451,4 +465,3 @@ def _with_komi(board: Board, komi: float) -> Board:
     if out.to_move != board.to_move:
         out.to_move = board.to_move
     return out
-

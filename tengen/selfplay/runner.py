@@ -28,12 +28,12 @@ import numpy as np
 
 from tengen.config import Config, SearchConfig
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
+from tengen.loop.rows import row_count
 from tengen.nn.evaluator import Evaluator
 from tengen.proto import game_pb2
 from tengen.search.mcts import NNCache, Tree, backup_batch, select_batch
 from tengen.search.single_search import new_tree
 from tengen.selfplay.game import GameSteps, SelfPlayGame, SelfplaySettings
-from tengen.loop.rows import row_count
 
 
 @dataclass
@@ -98,14 +98,23 @@ class BatchedRunner:
 
     Each slot holds one Tree per evaluator (tree e is searched with evaluator e, so each evaluator
     has its own NN cache, and with search settings e where `search` is one per evaluator). A game
-    is a generator that sets up a search on one of its slot's trees and yields; the runner runs that search to `done` and resumes it. Per half and evaluator the
-    leaves go into one batch, so with two evaluators a half has up to two batches in flight.
+    is a generator that sets up a search on one of its slot's trees and yields; the runner runs that
+    search to `done` and resumes it. Per half and evaluator the leaves go into one batch, so with two
+    evaluators a half has up to two batches in flight.
     Subclasses say how a game starts (`_new_game`) and what a finished one gives (`_finished`).
     """
 
-    def __init__(self, evaluators: Sequence[Evaluator], caches: Sequence[NNCache],
-                 search: SearchConfig | Sequence[SearchConfig], board_side: int, *, games_in_parallel: int = 16,
-                 leaves_per_game: int = 1, seed: int = 0) -> None:
+    def __init__(
+        self,
+        evaluators: Sequence[Evaluator],
+        caches: Sequence[NNCache],
+        search: SearchConfig | Sequence[SearchConfig],
+        board_side: int,
+        *,
+        games_in_parallel: int = 16,
+        leaves_per_game: int = 1,
+        seed: int = 0,
+    ) -> None:
         if games_in_parallel < 2:
             raise ValueError(f"games_in_parallel must be >= 2 (two halves), got {games_in_parallel}")
         if leaves_per_game < 1:
@@ -118,11 +127,15 @@ class BatchedRunner:
         self.stats = RunnerStats()
         n = len(self.evaluators)
         searches = per_evaluator(search, n)
-        slots = [Slot([new_tree(caches[e], searches[e], seed * 100003 + i + 1_000_033 * e) for e in range(n)])
-                 for i in range(games_in_parallel)]
+        slots = [
+            Slot([new_tree(caches[e], searches[e], seed * 100003 + i + 1_000_033 * e) for e in range(n)])
+            for i in range(games_in_parallel)
+        ]
         half = games_in_parallel // 2
-        self._halves = [_Half(slots[:half], half * leaves_per_game, board_side, n),
-                        _Half(slots[half:], (games_in_parallel - half) * leaves_per_game, board_side, n)]
+        self._halves = [
+            _Half(slots[:half], half * leaves_per_game, board_side, n),
+            _Half(slots[half:], (games_in_parallel - half) * leaves_per_game, board_side, n),
+        ]
         self._games_started = 0
         self._infer = [getattr(e, "infer", None) for e in self.evaluators]
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -200,8 +213,15 @@ class BatchedRunner:
                 for slot, count in zip(half.active, half.counts[e]):
                     if count:
                         self._served_by(slot, e, version)
-            backup_batch(half.trees[e], half.counts[e], out["policy"], out["value"], out["score"],
-                         out.get("ownership"), out.get("uncertainty"))
+            backup_batch(
+                half.trees[e],
+                half.counts[e],
+                out["policy"],
+                out["value"],
+                out["score"],
+                out.get("ownership"),
+                out.get("uncertainty"),
+            )
 
     def play_for(self, seconds: float) -> dict[str, float]:
         """Play for `seconds` (the games then in progress are dropped); the stats of that time."""
@@ -269,9 +289,19 @@ class BatchedRunner:
 class SelfplayRunner(BatchedRunner):
     """Plays self-play games `games_in_parallel` at a time; `run()` yields finished GameRecords."""
 
-    def __init__(self, evaluator: Evaluator, settings: SelfplaySettings, search: SearchConfig, *,
-                 games_in_parallel: int = 16, leaves_per_game: int = 1, seed: int = 0,
-                 model_name: str = "", model_version: int = 0, id_prefix: str | None = None) -> None:
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        settings: SelfplaySettings,
+        search: SearchConfig,
+        *,
+        games_in_parallel: int = 16,
+        leaves_per_game: int = 1,
+        seed: int = 0,
+        model_name: str = "",
+        model_version: int = 0,
+        id_prefix: str | None = None,
+    ) -> None:
         self.evaluator = evaluator
         self.settings = settings
         self.model_name = model_name
@@ -279,8 +309,15 @@ class SelfplayRunner(BatchedRunner):
         self.id_prefix = id_prefix
         side = max(settings.board_sizes)
         self.cache = NNCache(search.nn_cache_size, side * side, ownership=search.ending_bonus_points > 0)
-        super().__init__([evaluator], [self.cache], search, side, games_in_parallel=games_in_parallel,
-                         leaves_per_game=leaves_per_game, seed=seed)
+        super().__init__(
+            [evaluator],
+            [self.cache],
+            search,
+            side,
+            games_in_parallel=games_in_parallel,
+            leaves_per_game=leaves_per_game,
+            seed=seed,
+        )
 
     @classmethod
     def from_config(cls, config: Config, evaluator: Evaluator, **kwargs: Any) -> "SelfplayRunner":
@@ -291,8 +328,14 @@ class SelfplayRunner(BatchedRunner):
 
     def _new_game(self, slot: Slot, index: int) -> tuple[SelfPlayGame, GameSteps]:
         game_id = f"{self.id_prefix}-{index}" if self.id_prefix else None
-        game = SelfPlayGame(slot.tree, self.settings, seed=self.seed * 1_000_003 + index,
-                            game_id=game_id, model_name=self.model_name, model_version=self.model_version)
+        game = SelfPlayGame(
+            slot.tree,
+            self.settings,
+            seed=self.seed * 1_000_003 + index,
+            game_id=game_id,
+            model_name=self.model_name,
+            model_version=self.model_version,
+        )
         return game, game.play()
 
     def _finished(self, slot: Slot, record: game_pb2.GameRecord) -> game_pb2.GameRecord:

@@ -66,10 +66,10 @@ from tengen.infra.outbox import Outbox
 from tengen.infra.triton.client import TritonEvaluator, model_states
 from tengen.infra.triton.errors import TritonError
 from tengen.loop.layout import DataDir
-from tengen.loop.messages import GAMES_TOPIC, ModelAnnouncement, ModelWatcher, TRAINER_GROUP, wait_for_loop_topics
+from tengen.loop.messages import GAMES_TOPIC, TRAINER_GROUP, ModelAnnouncement, ModelWatcher, wait_for_loop_topics
+from tengen.loop.rows import RecordError, row_count, validate
 from tengen.proto import game_pb2
 from tengen.selfplay.runner import SelfplayRunner
-from tengen.loop.rows import RecordError, row_count, validate
 
 log = logging.getLogger("services.selfplay")
 

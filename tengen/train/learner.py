@@ -33,9 +33,8 @@ import torch
 
 from tengen.config import TrainerConfig
 from tengen.nn.loss import LossWeights, Targets, compute_training_loss
+from tengen.nn.model import OPTIMISTIC_POLICY_PREFIXES, SHORT_TERM_PREFIXES, SOFT_POLICY_PREFIX, KataGoNet, build_model
 from tengen.train.window import Batch, Window
-from tengen.nn.model import (OPTIMISTIC_POLICY_PREFIXES, SHORT_TERM_PREFIXES, SOFT_POLICY_PREFIX, KataGoNet,
-                             build_model)
 
 CHECKPOINT_FORMAT = "tengen-trainer-checkpoint-1"
 
@@ -146,12 +145,14 @@ class BatchSource:
         self._pin = device.type == "cuda"
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._queue: queue.Queue[tuple[int, dict[str, torch.Tensor] | BaseException]] = queue.Queue(maxsize=max(1, prefetch))
+        self._queue: queue.Queue[tuple[int, dict[str, torch.Tensor] | BaseException]] = queue.Queue(
+            maxsize=max(1, prefetch))
 
     def _draw(self, step: int) -> dict[str, torch.Tensor]:
         rng = np.random.default_rng((self.seed, step))
-        return _host_tensors(self.window.sample(self.batch_size, rng, augment=True, crop=True), self._pin,
-                             self.short_term)
+        return _host_tensors(
+            self.window.sample(self.batch_size, rng, augment=True, crop=True), self._pin, self.short_term
+        )
 
     def get(self, step: int) -> tuple[torch.Tensor, torch.Tensor, Targets]:
         if not self.prefetch:
@@ -172,8 +173,9 @@ class BatchSource:
         self.close()
         self._stop = threading.Event()
         self._queue = queue.Queue(maxsize=self.prefetch)
-        self._thread = threading.Thread(target=self._produce, args=(step, self._stop, self._queue),
-                                        name="trainer-prefetch", daemon=True)
+        self._thread = threading.Thread(
+            target=self._produce, args=(step, self._stop, self._queue), name="trainer-prefetch", daemon=True
+        )
         self._thread.start()
 
     def _produce(self, step: int, stop: threading.Event, out: queue.Queue) -> None:
@@ -207,23 +209,33 @@ class BatchSource:
 class Learner:
     """A net, its optimizer and SWA state, trained on batches drawn from a window."""
 
-    def __init__(self, config: TrainerConfig, window: Window, device: str | torch.device = "cpu", seed: int = 0,
-                 prefetch: int | None = None) -> None:
+    def __init__(
+        self,
+        config: TrainerConfig,
+        window: Window,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+        prefetch: int | None = None,
+    ) -> None:
         """`prefetch`: batches prepared ahead by a background thread; default 2 on CUDA, 0 on CPU
         (where the thread would only take cores from the net)."""
         self.config = config
         self.window = window
         self.device = torch.device(device)
-        self.model = build_model(config.arch, short_term=config.short_term_heads,
-                                 optimistic_policy=config.optimistic_policy_weight > 0).to(self.device)
+        self.model = build_model(
+            config.arch, short_term=config.short_term_heads, optimistic_policy=config.optimistic_policy_weight > 0
+        ).to(self.device)
         self.model.train()
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.0, momentum=config.momentum)
         self.loss_weights = LossWeights(
-            soft_policy=config.soft_policy_weight, l2=config.l2, short_term_value=config.short_term_value_weight,
+            soft_policy=config.soft_policy_weight,
+            l2=config.l2,
+            short_term_value=config.short_term_value_weight,
             short_term_score=config.short_term_score_weight,
             short_term_value_error=config.short_term_value_error_weight,
             short_term_score_error=config.short_term_score_error_weight,
-            optimistic_policy=config.optimistic_policy_weight)
+            optimistic_policy=config.optimistic_policy_weight,
+        )
         self.swa = SwaAverager(config.swa_decay)
         self.counters = Counters(next_snapshot=config.snapshot_every, next_candidate=config.candidate_every)
         self.seed = seed
@@ -246,15 +258,17 @@ class Learner:
         rate = learning_rate(self.counters.samples, self.config)
         for group in self.optimizer.param_groups:
             group["lr"] = rate * self.config.batch_size
-        terms = compute_training_loss(self.model.training_outputs(spatial, global_inputs), targets, self.model,
-                                      self.loss_weights)
+        terms = compute_training_loss(
+            self.model.training_outputs(spatial, global_inputs), targets, self.model, self.loss_weights
+        )
         self.optimizer.zero_grad(set_to_none=True)
         finite = bool(torch.isfinite(terms["total"]))
         if finite:
             terms["total"].backward()
             grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-            finite = bool(torch.isfinite(torch.linalg.vector_norm(torch.stack(
-                [torch.linalg.vector_norm(g) for g in grads]))))
+            finite = bool(
+                torch.isfinite(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+            )
         self.counters.steps += 1  # also when skipped: the next step draws another batch
         if finite:
             self.optimizer.step()
@@ -335,28 +349,40 @@ class Learner:
         self.counters = Counters(**state["counters"])
         self.seed = state["seed"]
         self.batches.close()
-        self.batches = BatchSource(self.window, self.config.batch_size, self.seed, self.device, self.batches.prefetch,
-                                   self.config.short_term_heads)
+        self.batches = BatchSource(
+            self.window,
+            self.config.batch_size,
+            self.seed,
+            self.device,
+            self.batches.prefetch,
+            self.config.short_term_heads,
+        )
 
     def _add_missing_heads(self, state: dict[str, Any]) -> None:
         """Completes a checkpoint saved before the soft policy head or without the short-term or
         optimistic heads (turned on for a running net): those heads keep this net's fresh weights
         (in the SWA average too) and start without momentum."""
         fresh: dict[str, torch.Tensor] = {}
-        for prefixes in ((SOFT_POLICY_PREFIX,), SHORT_TERM_PREFIXES, OPTIMISTIC_POLICY_PREFIXES):  # a head is added whole or not at all
+        for prefixes in (
+            (SOFT_POLICY_PREFIX,),
+            SHORT_TERM_PREFIXES,
+            OPTIMISTIC_POLICY_PREFIXES,
+        ):  # a head is added whole or not at all
             if not any(k.startswith(prefixes) for k in state["model"]):
                 fresh.update({k: v for k, v in self.model.state_dict().items() if k.startswith(prefixes)})
         if not fresh:
             return
         state["model"] = {**state["model"], **fresh}
         if state["swa"]["snapshots"]:
-            state["swa"]["average"] = {**state["swa"]["average"],
-                                       **{k: v.detach().to("cpu", copy=True) for k, v in fresh.items()}}
+            state["swa"]["average"] = {
+                **state["swa"]["average"],
+                **{k: v.detach().to("cpu", copy=True) for k, v in fresh.items()},
+            }
         # The added parameters are the net's last (KataGoNet registers these heads last): the saved
         # ids 0..n-1 stay the other parameters', the added ones take the next ids.
         names = [name for name, _ in self.model.named_parameters()]
         added = sum(1 for name in names if name in fresh)
-        if any(name in fresh for name in names[:len(names) - added]):
+        if any(name in fresh for name in names[: len(names) - added]):
             raise ValueError("the heads missing from the checkpoint are not the net's last parameters")
         group = state["optimizer"]["param_groups"][-1]
         saved = sum(len(g["params"]) for g in state["optimizer"]["param_groups"])

@@ -37,9 +37,9 @@ from tengen.infra.kafka import GroupConsumer, ReliableProducer
 from tengen.loop.layout import DataDir, candidate_name
 from tengen.loop.messages import (
     CANDIDATES_TOPIC,
-    CandidateAnnouncement,
     GAMES_TOPIC,
     TRAINER_GROUP,
+    CandidateAnnouncement,
     wait_for_loop_topics,
 )
 from tengen.nn.export import export_model

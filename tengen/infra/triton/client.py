@@ -231,11 +231,17 @@ class TritonEvaluator:
                 if not _is_unavailable(exc) or time.monotonic() >= deadline:
                     raise TritonError(f"inference on {self.model} at {self.url} failed: {exc}") from exc
                 if not warned:
-                    log.warning("evaluator: Triton at %s unavailable (%s); retrying with backoff for up to %.0f s",
-                                self.url, str(exc).strip()[:200], self.retry_deadline_s)
+                    log.warning(
+                        "evaluator: Triton at %s unavailable (%s); retrying with backoff for up to %.0f s",
+                        self.url,
+                        str(exc).strip()[:200],
+                        self.retry_deadline_s,
+                    )
                     warned = True
                 if self._stop.wait(delay):  # returns at once when already stopping
-                    raise TritonError(f"inference on {self.model} at {self.url} abandoned while stopping: {exc}") from exc
+                    raise TritonError(
+                        f"inference on {self.model} at {self.url} abandoned while stopping: {exc}"
+                    ) from exc
                 delay = min(delay * 2, 5.0)
                 continue
             if warned:
@@ -247,25 +253,38 @@ class TritonEvaluator:
             try:
                 return self._call_with_retry(lambda: self._infer_shared(spatial, global_inputs))
             except _SharedMemoryUnsupported as exc:
-                log.warning("evaluator: Triton at %s cannot map this host's shared memory (%s); sending "
-                            "tensors in the gRPC messages from now on", self.url, exc)
+                log.warning(
+                    "evaluator: Triton at %s cannot map this host's shared memory (%s); sending "
+                    "tensors in the gRPC messages from now on",
+                    self.url,
+                    exc,
+                )
                 self.shared_memory = False
         return self._call_with_retry(lambda: self._infer_grpc(spatial, global_inputs))
 
     def _request(self, client, inputs, outputs) -> tuple[object, int]:
         version = self._version
-        result = client.infer(self.model, inputs, model_version=str(version) if version else "",
-                              outputs=outputs, client_timeout=self.timeout_s)
+        result = client.infer(
+            self.model,
+            inputs,
+            model_version=str(version) if version else "",
+            outputs=outputs,
+            client_timeout=self.timeout_s,
+        )
         return result, int(result.get_response().model_version)
 
     def _infer_grpc(self, spatial: np.ndarray, global_inputs: np.ndarray) -> InferenceResult:
         import tritonclient.grpc as grpcclient
 
-        inputs = [grpcclient.InferInput("spatial", list(spatial.shape), "FP32"),
-                  grpcclient.InferInput("globals", list(global_inputs.shape), "FP32")]
+        inputs = [
+            grpcclient.InferInput("spatial", list(spatial.shape), "FP32"),
+            grpcclient.InferInput("globals", list(global_inputs.shape), "FP32"),
+        ]
         inputs[0].set_data_from_numpy(spatial)
         inputs[1].set_data_from_numpy(global_inputs)
-        result, version = self._request(self._client(), inputs, [grpcclient.InferRequestedOutput(n) for n in self.outputs])
+        result, version = self._request(
+            self._client(), inputs, [grpcclient.InferRequestedOutput(n) for n in self.outputs]
+        )
         arrays = {name: result.as_numpy(name) for name in self.outputs}
         for name, arr in arrays.items():
             if arr is None or arr.shape[0] != spatial.shape[0]:
@@ -322,8 +341,10 @@ class TritonEvaluator:
         n = spatial.shape[0]
         if n <= self.max_batch_size:
             return self._infer_chunk(spatial, global_inputs)
-        parts = [self._infer_chunk(spatial[i:i + self.max_batch_size], global_inputs[i:i + self.max_batch_size])
-                 for i in range(0, n, self.max_batch_size)]
+        parts = [
+            self._infer_chunk(spatial[i : i + self.max_batch_size], global_inputs[i : i + self.max_batch_size])
+            for i in range(0, n, self.max_batch_size)
+        ]
         merged = {name: np.concatenate([p.outputs[name] for p in parts]) for name in OUTPUT_NAMES}
         return InferenceResult(merged, min(p.model_version for p in parts))
 

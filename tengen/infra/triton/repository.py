@@ -5,12 +5,13 @@ Layout (`<repo>/<model>/config.pbtxt`, `<repo>/<model>/<N>/model.pt`): every
 version directory holds the TorchScript export as `model.pt` (and its JSON sidecar); for the
 Python backend (CPU) it also holds `model.py` from `services/inference/`. The GPU configs serve the
 same export: the ONNX Runtime backend (TensorRT fp16, the fast path) from `model.onnx`, converted
-from `model.pt` when the version is written, or the PyTorch (libtorch) backend from `model.pt`. Versions are written atomically: a temporary directory
-under `<repo>/.staging/` is filled and fsynced, then renamed into place, so Triton never sees a
-half-written version. The config uses `version_policy: latest {num_versions: 2}`: after
-`load_model` (tengen.infra.triton.client), the previous version keeps serving while the new one
-loads and warms up.
+from `model.pt` when the version is written, or the PyTorch (libtorch) backend from `model.pt`.
+Versions are written atomically: a temporary directory under `<repo>/.staging/` is filled and
+fsynced, then renamed into place, so Triton never sees a half-written version. The config uses
+`version_policy: latest {num_versions: 2}`: after `load_model` (tengen.infra.triton.client), the
+previous version keeps serving while the new one loads and warms up.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -79,17 +80,31 @@ def render_config(
         raise ValueError(f"warmup board {warmup_board} or batch {warmup_batch} out of range")
     if not all(1 <= b <= max_batch_size for b in preferred_batch_sizes):
         raise ValueError(f"preferred batch sizes {list(preferred_batch_sizes)} must be within 1..{max_batch_size}")
-    preferred = (f" preferred_batch_size: [ {', '.join(str(b) for b in sorted(set(preferred_batch_sizes)))} ]"
-                 if preferred_batch_sizes else "")
+    preferred = (
+        f" preferred_batch_size: [ {', '.join(str(b) for b in sorted(set(preferred_batch_sizes)))} ]"
+        if preferred_batch_sizes
+        else ""
+    )
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
     if runtime not in RUNTIMES:
         raise ValueError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
     template = string.Template(CONFIG_TEMPLATES[backend].read_text())
     return template.substitute(
-        name=name, max_batch_size=max_batch_size, queue_delay_us=queue_delay_us, preferred=preferred, instances=instances,
-        torch_threads=torch_threads, warmup_board=warmup_board, warmup_batch=warmup_batch, precision=precision, runtime=runtime,
-        num_spatial=NUM_SPATIAL, num_global=NUM_GLOBAL, min_board=MIN_BOARD, max_board=MAX_BOARD,
+        name=name,
+        max_batch_size=max_batch_size,
+        queue_delay_us=queue_delay_us,
+        preferred=preferred,
+        instances=instances,
+        torch_threads=torch_threads,
+        warmup_board=warmup_board,
+        warmup_batch=warmup_batch,
+        precision=precision,
+        runtime=runtime,
+        num_spatial=NUM_SPATIAL,
+        num_global=NUM_GLOBAL,
+        min_board=MIN_BOARD,
+        max_board=MAX_BOARD,
     )
 
 
@@ -102,10 +117,17 @@ def model_config(config: Config, name: str, backend: str = "python") -> str:
     t = config.triton
     instances = t.gpu_instances if backend != "python" and t.gpu_instances else t.instances
     # Warm up on the largest board the run plays, so the first real request finds a warm model.
-    return render_config(name, backend, max_batch_size=t.max_batch_size, queue_delay_us=t.queue_delay_us,
-                         preferred_batch_sizes=t.preferred_batch_sizes, instances=instances,
-                         torch_threads=t.threads, warmup_board=max(config.game.board_sizes),
-                         warmup_batch=t.warmup_batch)
+    return render_config(
+        name,
+        backend,
+        max_batch_size=t.max_batch_size,
+        queue_delay_us=t.queue_delay_us,
+        preferred_batch_sizes=t.preferred_batch_sizes,
+        instances=instances,
+        torch_threads=t.threads,
+        warmup_board=max(config.game.board_sizes),
+        warmup_batch=t.warmup_batch,
+    )
 
 
 def _copy_file(src: Path, dst: Path) -> None:
@@ -143,8 +165,11 @@ class ModelRepository:
         return self.root / check_model_name(name)
 
     def models(self) -> list[str]:
-        return sorted(p.name for p in self.root.iterdir()
-                      if p.is_dir() and _NAME_RE.match(p.name) and (p / "config.pbtxt").is_file())
+        return sorted(
+            p.name
+            for p in self.root.iterdir()
+            if p.is_dir() and _NAME_RE.match(p.name) and (p / "config.pbtxt").is_file()
+        )
 
     def has_model(self, name: str) -> bool:
         return (self.model_dir(name) / "config.pbtxt").is_file()
@@ -179,8 +204,10 @@ class ModelRepository:
             return False
         new_backend = re.search(r'^\s*backend:\s*"([^"]+)"', config_text, re.MULTILINE)
         if new_backend is None or new_backend.group(1) != self.backend(name):
-            raise TritonError(f"model {name} in {self.root} is served by the {self.backend(name)} backend; a config "
-                              f"for {new_backend.group(1) if new_backend else 'no'} backend would not load its versions")
+            raise TritonError(
+                f"model {name} in {self.root} is served by the {self.backend(name)} backend; a config "
+                f"for {new_backend.group(1) if new_backend else 'no'} backend would not load its versions"
+            )
         _write_file_atomic(config, config_text.encode())
         return True
 

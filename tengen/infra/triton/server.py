@@ -159,8 +159,14 @@ class LocalTriton:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.log_path, "ab")
         log.info("starting Triton (gRPC %s, HTTP %s) on repository %s", self.grpc_url, self.http_url, self.repository)
-        self._proc = subprocess.Popen(dies_with_parent(cmd), env=server_env(), stdout=self._log_file, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, start_new_session=True)
+        self._proc = subprocess.Popen(
+            dies_with_parent(cmd),
+            env=server_env(),
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout_s
         try:
             while time.monotonic() < deadline:
@@ -168,8 +174,9 @@ class LocalTriton:
                     code = self._proc.returncode
                     self._proc = None
                     self._close_log()
-                    raise TritonError(f"tritonserver exited with code {code} during start; see {self.log_path}:\n"
-                                      f"{self.log_tail()}")
+                    raise TritonError(
+                        f"tritonserver exited with code {code} during start; see {self.log_path}:\n{self.log_tail()}"
+                    )
                 if self.is_ready():
                     log.info("Triton ready (pid %d)", self._proc.pid)
                     return self
