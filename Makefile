@@ -20,9 +20,11 @@ $(STAMP): pyproject.toml setup.py
 build: $(STAMP)
 	$(BIN)/python setup.py --quiet build_ext --inplace
 
-# ruff first (pyproject's [tool.ruff]): a lint error stops the run before the suite starts.
+# ruff and mypy first (pyproject's [tool.ruff], [tool.mypy]): a lint or type error stops the run
+# before the suite starts.
 test: build
 	$(BIN)/ruff check tengen services tests docker
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 test-fast: build

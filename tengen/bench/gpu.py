@@ -59,7 +59,8 @@ def _torch_paths(export_path: Path, net, device, compile_half: bool) -> dict[str
     from tengen.nn.model import InferenceNet
 
     module, _ = load_export(export_path, device=device)
-    half_net = InferenceNet(copy.deepcopy(net)).to(device).eval().half().to(memory_format=torch.channels_last)
+    # Module.to takes memory_format (torch's docs), which its type stubs leave out.
+    half_net = InferenceNet(copy.deepcopy(net)).to(device).eval().half().to(memory_format=torch.channels_last)  # type: ignore[call-overload]
 
     def export(dtype: torch.dtype | None) -> Evaluate:
         def evaluate(spatial: np.ndarray, global_inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

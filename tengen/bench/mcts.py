@@ -27,6 +27,7 @@ finish many searches in its share, so it gives each start position an equal slic
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import random
 import time
@@ -131,13 +132,9 @@ class _PythonSearch:
     def __init__(self, size: int, pure: bool = False) -> None:
         from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, PASS_ALIVE_OPP, PASS_ALIVE_OWN
 
-        if pure:
-            from tengen.bench import pygo as rules
-            from tengen.bench.pygo import encode
-        else:
-            from tengen.go import passalive as rules
-            from tengen.go.features import encode
-        self.encode = encode
+        # The pure-Python rules and features of the baseline, or the compiled ones.
+        rules = importlib.import_module("tengen.bench.pygo" if pure else "tengen.go.passalive")
+        self.encode = importlib.import_module("tengen.bench.pygo" if pure else "tengen.go.features").encode
         self.final_score = rules.final_score
         self.alive_planes = [PASS_ALIVE_OWN, PASS_ALIVE_OPP]
         self.spatial = np.zeros((1, NUM_SPATIAL, size, size), np.float32)

@@ -123,7 +123,7 @@ class LeelaZero:
         self._busy = True
         self.proc.stdin.write(text + "\n")
         self.proc.stdin.flush()
-        lines = []
+        lines: list[str] = []
         while True:
             line = self.proc.stdout.readline()
             if not line:
@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> dict:
     import torch
 
     from tengen.config import load_config
-    from tengen.nn.evaluator import OpenVINOEvaluator, TorchEvaluator, make_evaluator
+    from tengen.nn.evaluator import Evaluator, OpenVINOEvaluator, TorchEvaluator, make_evaluator
     from tengen.nn.model import ARCHITECTURES, build_model
     from tengen.selfplay.game import SelfplaySettings
     from tengen.selfplay.runner import SelfplayRunner
@@ -205,7 +205,8 @@ def run(args: argparse.Namespace) -> dict:
                             leaves_per_game=config.selfplay.leaves_per_game, seed=args.seed)
     batch = (games // 2) * runner.leaves_per_game
     spatial, global_inputs = random_inputs(batch, args.board, args.seed)
-    bare = {f"torch_{p}": TorchEvaluator(net, args.threads, precision=p) for p in ("fp32", "bf16")}
+    bare: dict[str, Evaluator] = {f"torch_{p}": TorchEvaluator(net, args.threads, precision=p)
+                                  for p in ("fp32", "bf16")}
     bare.update({f"openvino_{p}": OpenVINOEvaluator(net, args.threads, precision=p) for p in ("fp32", "bf16")})
     print(f"{args.arch} (random weights), {args.board}x{args.board}, {args.threads} threads; batch {batch} "
           f"({games} games in parallel at preset {args.preset}); the runner's evaluator: {type(default).__name__} "

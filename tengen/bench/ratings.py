@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING, Any
 
 from tengen.infra.entrypoint import positive_int
+
+if TYPE_CHECKING:
+    from tengen.ratings.elo import Fit, Tally
 
 DESCRIPTION = "Bayesian Elo fit on a gating chain of model versions: MM+Newton vs plain MM"
 
@@ -23,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
 
 
-def _chain(versions: int, games: int, seed: int):  # -> Tally
+def _chain(versions: int, games: int, seed: int) -> Tally:
     import numpy as np
 
     from tengen.ratings.elo import Tally
@@ -48,13 +52,13 @@ def _chain(versions: int, games: int, seed: int):  # -> Tally
     return tally
 
 
-def _time_fits(tally, seconds: float, **options) -> tuple[float, object]:  # noqa: ANN001
+def _time_fits(tally: Tally, seconds: float, **options: Any) -> tuple[float, Fit]:
     from tengen.ratings.elo import fit
 
     start = time.perf_counter()
-    runs = 0
-    result = None
-    while runs == 0 or time.perf_counter() - start < seconds:
+    result = fit(tally, **options)
+    runs = 1
+    while time.perf_counter() - start < seconds:
         result = fit(tally, **options)
         runs += 1
     return (time.perf_counter() - start) / runs, result

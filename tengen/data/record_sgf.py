@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tengen.go.board import BLACK, WHITE
 from tengen.go.rules import parse_rules
@@ -26,7 +27,7 @@ def _move_comment(move: game_pb2.Move) -> str:
     black = move.color == game_pb2.BLACK
     win = move.value_win + 0.5 * move.value_no_result
     loss = move.value_loss + 0.5 * move.value_no_result
-    extra: dict[str, float | int | str] = {}
+    extra: dict[str, Any] = {}  # search_comment's extra key=value pairs
     if move.full_search:
         extra["full"] = sum(move.policy_visits)
     if move.weight != 1.0:

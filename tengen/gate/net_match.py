@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Generator, Iterator, Sequence
+from typing import Any, Generator, Sequence
 
 import numpy as np
 
@@ -166,7 +166,7 @@ class MatchRunner(BatchedRunner):
                          leaves_per_game=leaves_per_game, seed=seed)
         self._indices: list[int] = []
 
-    def play(self, indices: Sequence[int], stop: Any = None) -> Iterator[MatchGameResult]:
+    def play(self, indices: Sequence[int], stop: Any = None) -> Generator[MatchGameResult, None, None]:
         """Play the games with these indices (in this order, as slots come free); results come in
         the order the games finish. Closing the iterator drops the games in progress."""
         if not indices or len(set(indices)) != len(indices) or min(indices) < 0:

@@ -407,7 +407,7 @@ class GatingService:
     # -- ratings --------------------------------------------------------------------------------
 
     def _make_reporter(self) -> Reporter:
-        return ratings_reporter(self.config.ratings, self.data_dir)
+        return ratings_reporter(self.config.ratings, self.data_dir.root)
 
     def _report_pending(self, force: bool = False) -> None:
         """Report every decided match not yet in ratings (with backoff while ratings is down)."""

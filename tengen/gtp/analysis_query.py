@@ -132,7 +132,7 @@ def parse_kata_rules(value: Any) -> tuple[KataRules | Rules, float | None]:
 
 def tengen_rules(rules: KataRules) -> tuple[Rules, list[str]]:
     """The rules tengen plays for KataGo's, and what that approximation leaves out."""
-    notes = []
+    notes: list[str] = []
     if rules == _NAMED["tromptaylor"]:
         return Rules(ko="positional", suicide=True, scoring="area"), notes
     ko = rules.ko.lower()

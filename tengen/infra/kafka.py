@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import errors as kerr
@@ -650,7 +650,14 @@ class GroupConsumer:
         self.close()
 
 
-def send_dead_letter(producer: ReliableProducer, record: ConsumerRecord, reason: str, topic: str) -> None:
+class RecordSender(Protocol):
+    """What a dead-letter queue needs of a producer (ReliableProducer is one)."""
+
+    def send(self, topic: str, key: str | bytes, value: bytes, headers: Headers = (),
+             block_timeout_s: float | None = None) -> None: ...
+
+
+def send_dead_letter(producer: RecordSender, record: ConsumerRecord, reason: str, topic: str) -> None:
     """Put a rejected record on the dead-letter `topic`: same key and value, the reason and origin
     in headers."""
     if not reason:

@@ -61,7 +61,7 @@ def spooled_keys(spool_dir: str | os.PathLike[str]) -> set[str]:
 class Outbox:
     """Records of one topic, kept from `add` until `group` has committed past them."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str, resend: Callable[[str, bytes], None], *,
+    def __init__(self, bootstrap: str, topic: str, group: str, resend: Callable[[str, bytes], object], *,
                  max_bytes: int = 256 << 20, spool_dir: str | os.PathLike[str] | None = None) -> None:
         """`resend(key, value)` sends a record again (ReliableProducer.send with the topic bound);
         `spool_dir` (one per producer process, never shared) keeps the records across its restarts."""

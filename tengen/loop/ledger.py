@@ -170,7 +170,7 @@ class MatchFile:
 
     def in_order(self) -> list[MatchGameResult]:
         """The finished games from index 0 up to the first one still missing."""
-        out = []
+        out: list[MatchGameResult] = []
         while len(out) in self.results:
             out.append(self.results[len(out)])
         return out

@@ -42,7 +42,7 @@ import dataclasses
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -114,10 +114,11 @@ class TrainingRows:
 
     def repeated(self, counts: np.ndarray) -> "TrainingRows":
         """Each row i `counts[i]` times, in order."""
-        return dataclasses.replace(self, **{
+        repeated: dict[str, Any] = {
             f.name: np.repeat(value, counts, axis=0)
             for f in dataclasses.fields(self) if isinstance(value := getattr(self, f.name), np.ndarray)
-        })
+        }
+        return dataclasses.replace(self, **repeated)
 
 
 def decode(data: bytes) -> game_pb2.GameRecord:
@@ -412,7 +413,8 @@ def _replay(
 
 
 def _color_name(color: int) -> str:
-    return {game_pb2.BLACK: "B", game_pb2.WHITE: "W"}.get(color, f"color {color}")
+    names: dict[int, str] = {game_pb2.BLACK: "B", game_pb2.WHITE: "W"}
+    return names.get(color, f"color {color}")
 
 
 def _check_fields(record: game_pb2.GameRecord) -> None:

@@ -49,7 +49,7 @@ OUTPUTS = (
     {"name": "ownership", "dtype": "float32", "shape": ["B", "H", "W"]},
     {"name": "uncertainty", "dtype": "float32", "shape": ["B", 2]},
 )
-OUTPUT_NAMES = tuple(o["name"] for o in OUTPUTS)
+OUTPUT_NAMES: tuple[str, ...] = tuple(str(o["name"]) for o in OUTPUTS)
 # The uncertainty of a net without short-term heads (or an export from before them): unknown.
 UNKNOWN_UNCERTAINTY = -1.0
 # Which policy output a test-time search reads: "auto" is the optimistic head where the net has one.
@@ -196,7 +196,7 @@ def export_onnx(export_path: str | os.PathLike[str], onnx_path: str | os.PathLik
             # The TorchScript-based exporter is the one that takes a scripted module as it is.
             warnings.filterwarnings("ignore", category=DeprecationWarning)
             warnings.filterwarnings("ignore", category=UserWarning)
-            torch.onnx.export(module, example, str(tmp), input_names=[i["name"] for i in INPUTS],
+            torch.onnx.export(module, example, str(tmp), input_names=[str(i["name"]) for i in INPUTS],
                               output_names=names, dynamic_axes={k: axes[k] for k in ("spatial", "globals", *names)},
                               opset_version=ONNX_OPSET,
                               dynamo=False)

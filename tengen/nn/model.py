@@ -190,6 +190,7 @@ def board_geometry(
 class MaskedBatchNormReLU(nn.Module):
     """Batch norm whose statistics count on-board points only, then ReLU, then the mask."""
 
+
     def __init__(self, channels: int, momentum: float = 0.1, eps: float = 1e-5) -> None:
         super().__init__()
         self.momentum = momentum
@@ -198,6 +199,8 @@ class MaskedBatchNormReLU(nn.Module):
         self.bias = nn.Parameter(torch.zeros(channels))
         self.register_buffer("running_mean", torch.zeros(channels))
         self.register_buffer("running_var", torch.ones(channels))
+        self.running_mean: Tensor  # the buffers as the type checker should see them
+        self.running_var: Tensor
 
     def forward(self, x: Tensor, mask: Tensor, total: Tensor) -> Tensor:
         if self.training:
@@ -496,6 +499,7 @@ class ScoreBeliefHead(nn.Module):
         self.bin_hidden = nn.Linear(pooled + 2, arch.value_channels)
         self.bin_out = nn.Linear(arch.value_channels, 1)
         self.register_buffer("scores", score_values(), persistent=False)
+        self.scores: Tensor  # the buffer as the type checker should see it
 
     def forward(self, pooled: Tensor, area: Tensor, komi: Tensor) -> tuple[Tensor, Tensor]:
         """-> (scaled logits [B, NUM_SCORE_BINS], gamma [B])."""
@@ -533,6 +537,7 @@ class NoShortTermHead(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.register_buffer("constant", torch.tensor(NO_SHORT_TERM), persistent=False)
+        self.constant: Tensor  # the buffer as the type checker should see it
 
     def forward(self, pooled: Tensor) -> Tensor:
         return self.constant.unsqueeze(0).expand(pooled.shape[0], -1).float()

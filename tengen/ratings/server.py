@@ -370,7 +370,7 @@ class _BoundedHTTPServer(ThreadingHTTPServer):
         self._closing = threading.Event()
         super().__init__(address, handler)
 
-    def process_request(self, request: socket.socket, client_address: Any) -> None:
+    def process_request(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
         # Polls so that shutdown() is not stuck behind a full pool.
         while not self._slots.acquire(timeout=0.1):
             if self._closing.is_set():
@@ -382,7 +382,8 @@ class _BoundedHTTPServer(ThreadingHTTPServer):
             self._slots.release()
             raise
 
-    def process_request_thread(self, request: socket.socket, client_address: Any) -> None:
+    def process_request_thread(self, request: socket.socket | tuple[bytes, socket.socket],
+                               client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:

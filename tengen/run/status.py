@@ -27,12 +27,15 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tengen.config import Config
 from tengen.infra.triton.repository import version_export_path
 from tengen.loop.layout import DataDir, candidate_samples
 from tengen.nn.export import export_samples
+
+if TYPE_CHECKING:
+    from tengen.ratings.client import RatingsClient
 from tengen.run.supervisor import ChildState
 from tengen.strength.measure import StrengthResult, latest_results
 from tengen.train.window import IDS, MANIFEST, window_size
@@ -125,7 +128,7 @@ class StatusReader:
         self.triton_url = triton_url
         self._ids_read = 0  # bytes of the id log already counted
         self._games = 0
-        self._ratings_client = None
+        self._ratings_client: RatingsClient | None = None
         # (when, games, positions, evaluations, batches) as last read
         self._selfplay_seen: tuple[float, ...] | None = None
 

@@ -58,8 +58,10 @@ from tengen.proto import game_pb2
 from tengen.search.mcts import Tree
 from tengen.search.single_search import SearchResult, read_result
 
-# One yield of the game generator: "run the search that is set up on my tree".
+# One yield of the game generator: "run the search that is set up on my tree". A whole game returns
+# its record; a part of one (komi compensation, a turn, a branch) returns nothing.
 GameSteps = Generator[None, None, game_pb2.GameRecord]
+PartSteps = Generator[None, None, None]
 
 
 @dataclass
@@ -198,7 +200,7 @@ class SelfPlayGame:
 
     # ---------------------------------------------------------------- moves
 
-    def _play(self, move: int, color: int, result: SearchResult | None, full: bool, weight: float) -> None:
+    def _play(self, move: int, color: game_pb2.Color, result: SearchResult | None, full: bool, weight: float) -> None:
         """Play `move` for `color` on the board and the tree, and record it."""
         board = self.board
         if board.to_move != color:
@@ -233,7 +235,7 @@ class SelfPlayGame:
             return self.board.pass_move, result
         return draw_from_policy(result.raw_policy, candidates, temperature, self.rng), result
 
-    def _compensate_komi(self) -> GameSteps:
+    def _compensate_komi(self) -> PartSteps:
         """Set komi so the net predicts an even game: komi += Black's predicted lead, a few
         times (Appendix C, §6.2.2)."""
         area = self.board.x_size * self.board.y_size
@@ -246,7 +248,7 @@ class SelfPlayGame:
             self.board = _with_komi(self.board, komi)  # (prev only feeds ladder planes: komi-free)
         self.tree.set_position(self.board, *self.prev)
 
-    def _permanent_branch(self) -> GameSteps:
+    def _permanent_branch(self) -> PartSteps:
         """§6.2.2: 3-10 random legal moves, one evaluation each; play the mover's favourite."""
         board = self.board
         legal = np.flatnonzero(board.legal_moves()[:-1])
@@ -318,7 +320,7 @@ class SelfPlayGame:
             turn += 1
         return self._record(handicap, end_reason)
 
-    def _search_turn(self, turn: int, board_len: float) -> GameSteps:
+    def _search_turn(self, turn: int, board_len: float) -> PartSteps:
         s = self.settings
         lam = lopsided_factor(self.black_winrates, s.lopsided_turns, s.lopsided_winrate)
         weight = 1.0 if lam is None else s.lopsided_min_weight + (1 - s.lopsided_min_weight) * lam
@@ -342,7 +344,7 @@ class SelfPlayGame:
         if self.branch_rng.random() < s.side_branch_prob:
             yield from self._side_branch(result.raw_policy, full_visits, weight, temperature)
 
-    def _side_branch(self, raw_policy: np.ndarray, visits: int, weight: float, temperature: float) -> GameSteps:
+    def _side_branch(self, raw_policy: np.ndarray, visits: int, weight: float, temperature: float) -> PartSteps:
         """§6.2.2: branch off before the move just played (see the module docstring), then put the
         tree back on the main line."""
         s, rng = self.settings, self.branch_rng
@@ -378,7 +380,7 @@ class SelfPlayGame:
             self.side_branches.append(branch)
         self.tree.set_position(self.board, *self.prev)
 
-    def _record(self, handicap: int, end_reason: int) -> game_pb2.GameRecord:
+    def _record(self, handicap: int, end_reason: game_pb2.EndReason) -> game_pb2.GameRecord:
         board = self.board
         score = passalive.final_score(board)
         record = game_pb2.GameRecord(
@@ -403,7 +405,7 @@ class SelfPlayGame:
 
 
 def _move_record(
-    move: int, color: int, result: SearchResult | None, full: bool, weight: float, surprise: bool
+    move: int, color: game_pb2.Color, result: SearchResult | None, full: bool, weight: float, surprise: bool
 ) -> game_pb2.Move:
     """A GameRecord move; with a search result, its value and (full searches) its policy target
     and, with `surprise`, its policy surprise."""

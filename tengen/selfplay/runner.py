@@ -22,7 +22,7 @@ import concurrent.futures
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generator, Iterator, Sequence
+from typing import Any, Callable, Generator, Sequence, cast
 
 import numpy as np
 
@@ -87,7 +87,7 @@ class _Half:
 
 def per_evaluator(search: SearchConfig | Sequence[SearchConfig], n: int) -> list[SearchConfig]:
     """The search settings of each of `n` evaluators: one for all, or one each."""
-    searches = list(search) if isinstance(search, (list, tuple)) else [search] * n
+    searches = list(search) if isinstance(search, (list, tuple)) else [cast(SearchConfig, search)] * n
     if len(searches) != n:
         raise ValueError(f"{len(searches)} search settings for {n} evaluators")
     return searches
@@ -235,7 +235,7 @@ class BatchedRunner:
             timer.cancel()
         return self.stats.as_dict()
 
-    def run(self, num_games: int | None = None, stop: threading.Event | None = None) -> Iterator[Any]:
+    def run(self, num_games: int | None = None, stop: threading.Event | None = None) -> Generator[Any, None, None]:
         """Play until `num_games` games have finished (forever when None) or `stop` is set
         (games in progress are then dropped); yields each finished game's result. Closing the
         iterator early also drops the games in progress."""

@@ -17,24 +17,16 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Sequence
 
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tengen.infra.kafka import send_dead_letter
+from tengen.infra.kafka import RecordSender, send_dead_letter
 from tengen.loop.messages import DLQ_TOPIC
 from tengen.loop.rows import RecordError, decode, window_rows
 from tengen.train.window import Window
 
 log = logging.getLogger("services.trainer")
-
-
-class DeadLetters(Protocol):
-    """What ingest needs of tengen.infra.kafka.ReliableProducer."""
-
-    def send(self, topic: str, key: str | bytes, value: bytes, headers: Sequence[tuple[str, bytes]] = (),
-             block_timeout_s: float | None = None) -> None: ...
-
 
 
 @dataclass
@@ -56,7 +48,7 @@ def record_digest(value: bytes) -> str:
     return hashlib.blake2b(value, digest_size=16).hexdigest()
 
 
-def ingest(records: Sequence[ConsumerRecord], window: Window, dead_letters: DeadLetters) -> IngestStats:
+def ingest(records: Sequence[ConsumerRecord], window: Window, dead_letters: RecordSender) -> IngestStats:
     """Steps 1-3 for `records`. The caller flushes the dead letters before committing."""
     stats = IngestStats()
     for record in records:

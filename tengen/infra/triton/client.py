@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -262,7 +263,7 @@ class TritonEvaluator:
                 self.shared_memory = False
         return self._call_with_retry(lambda: self._infer_grpc(spatial, global_inputs))
 
-    def _request(self, client, inputs, outputs) -> tuple[object, int]:
+    def _request(self, client, inputs, outputs) -> tuple[Any, int]:
         version = self._version
         result = client.infer(
             self.model,
