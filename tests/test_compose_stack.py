@@ -105,7 +105,7 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("compose")
     with engine(workdir) as docker_env:
         images_env = workdir / "images.env"
@@ -150,11 +150,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             yield result
         finally:
             project.run("down", "-v", "--remove-orphans", "--timeout", "30", check=False, timeout_s=300)
-            print(
-                f"\ncompose stack figures: {json.dumps({k: round(v, 1) for k, v in result.timings.items()})}",
-                file=sys.__stderr__,
-                flush=True,
-            )
+            # Past pytest's capture, so `make test` shows them; also kept beside the build log.
+            figures = json.dumps({k: round(v, 1) for k, v in result.timings.items()})
+            (workdir / "figures.json").write_text(figures + "\n")
+            reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(f"\ncompose stack figures: {figures} ({workdir})")
 
 
 def test_every_service_reaches_healthy_and_the_one_shots_exit_0(stack: Stack) -> None:
