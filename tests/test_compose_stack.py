@@ -225,19 +225,22 @@ def test_games_reach_the_trainer_and_a_promotion_is_hot_swapped_into_selfplay(st
 
 def test_ratings_list_the_promoted_version_and_the_pages_answer(stack: Stack) -> None:
     url = f"127.0.0.1:{stack.ports['RATINGS_GRPC_PORT']}"
-    top = subprocess.run(
-        [sys.executable, "-m", "tengen.cli", "ratings", "top", "--url", url, "--n", "0", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert top.returncode == 0, top.stderr
-    names = {row["name"] for row in json.loads(top.stdout)["ratings"]}
-    assert "tengen-v2" in names, names
+
+    def rated() -> set[str]:
+        top = subprocess.run(
+            [sys.executable, "-m", "tengen.cli", "ratings", "top", "--url", url, "--n", "0", "--json"],
+            capture_output=True, text=True, timeout=60,
+        )
+        if top.returncode != 0:
+            raise ComposeError(f"tengen ratings top: {top.stderr.strip()[-500:]}")
+        return {row["name"] for row in json.loads(top.stdout)["ratings"]}
+
+    # Gating reports a match's games to ratings after it decides, so the promotion can come first.
+    wait_for(lambda: "tengen-v2" in rated(), "tengen-v2 in `tengen ratings top`", 300, stack.project,
+             ("gating", "ratings"))
     http = f"http://127.0.0.1:{stack.ports['RATINGS_HTTP_PORT']}"
-    assert http_status(f"{http}/") == 200
-    assert http_status(f"{http}/games") == 200
-    assert http_status(f"http://127.0.0.1:{stack.ports['TENSORBOARD_PORT']}/") == 200
+    for page in (f"{http}/", f"{http}/games", f"http://127.0.0.1:{stack.ports['TENSORBOARD_PORT']}/"):
+        assert http_status(page) == 200, page
 
 
 @pytest.mark.parametrize("service", ["kafka", "trainer", "triton"])
