@@ -154,8 +154,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
             figures = json.dumps({k: round(v, 1) for k, v in result.timings.items()})
             (workdir / "figures.json").write_text(figures + "\n")
             reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-            if reporter is not None:
-                reporter.write_line(f"\ncompose stack figures: {figures} ({workdir})")
+            capture = request.config.pluginmanager.get_plugin("capturemanager")
+            if reporter is not None and capture is not None:
+                with capture.global_and_fixture_disabled():
+                    reporter.write_line(f"\ncompose stack figures: {figures} ({workdir})")
 
 
 def test_every_service_reaches_healthy_and_the_one_shots_exit_0(stack: Stack) -> None:
