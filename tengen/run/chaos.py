@@ -188,7 +188,7 @@ class Drill:
                 self._say(str(err))
             ids = set(window_ids(self.data_dir, self.config))
             result.acknowledged, result.lost = len(self.acknowledged), len(self.acknowledged - ids)
-            result.duplicated = self._duplicated()
+            result.duplicated = window_duplicates(self.data_dir)
             result.at_risk, result.left_behind = len(self.at_risk), self.left_behind
             self._stop_run(stop_signal)
             return result
@@ -272,9 +272,6 @@ class Drill:
         spooled = spooled_ids(self.data_dir)
         self.acknowledged |= spooled
         return spooled - set(window_ids(self.data_dir, self.config))
-
-    def _duplicated(self) -> int:
-        return window_duplicates(self.data_dir)
 
     def _start_run(self) -> None:
         DataDir(self.data_dir).run_state.unlink(missing_ok=True)  # a SIGKILLed run leaves its state behind
