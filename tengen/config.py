@@ -74,28 +74,25 @@ class SearchConfig:
     # presets and paper (its cpu7 A/B won, tengen/configs/cpu7.yaml); the bare engine default stays off.
     random_symmetry: bool = False
     # The root's ending bias (paper 6.2.3; KataGo 0.5): moves into surely owned areas look this many
-    # points worse, so games end sooner; 0 = off (tengen.search.mcts), as its cpu7 A/B (0.415) left it.
+    # points worse, so games end sooner; 0 = off (tengen.search.mcts; docs/results.md, "the root ending bias").
     ending_bonus_points: float = 0.0
     # Subtree value bias correction (tengen.search.mcts): each node's own utility is corrected by
     # lambda = subtree_bias_factor times the error that the net's utility showed against the deeper
     # search below the nodes of its bucket (same last two moves and 5x5 pattern around the last
     # one), nodes weighted by their child visits to the power alpha = subtree_bias_exponent.
-    # KataGo uses lambda = 0.35, alpha = 0.8. Off (0): its cpu7 A/B at 0.35 scored 46.5 of 100
-    # (Wilson 95% [0.37, 0.56], docs/results.md "KataGo's later methods, measured").
+    # KataGo uses lambda = 0.35, alpha = 0.8. Off (0): docs/results.md, "subtree value bias correction".
     subtree_bias_factor: float = 0.0
     subtree_bias_exponent: float = 0.8
     score_utility_weight: float = 0.5  # c_score
     # Uncertainty-weighted playouts (tengen.search.mcts; KataGo's "other methods" notes, v1.9): each
     # playout counts C / (U + C / 8) playouts, U the net's predicted short-term error of its leaf in
     # utility units (C = 0.25), in the averages and in PUCT's counts; needs a net trained with
-    # trainer.short_term_heads (without them every playout counts 1). Off: with the heads and
-    # variance-scaled cPUCT its cpu7 A/B scored 23.5 of 100 (Wilson 95% [0.16, 0.33], docs/results.md
-    # "KataGo's later methods, measured").
+    # trainer.short_term_heads (without them every playout counts 1). Off: docs/results.md, "uncertainty".
     uncertainty_weighting: bool = False
     # Variance-scaled cPUCT (tengen.search.mcts; KataGo v1.9): each node's cpuct times
     # 1 + 0.85 (sd / 0.4 - 1), sd the stdev of its playouts' utilities with a prior of 0.4 weighing
-    # 2 playouts. Its cpu7 A/B alone won 60 of 100 (Wilson 95% [0.50, 0.69]): on in cpu7 and paper;
-    # the bare engine default stays off.
+    # 2 playouts. On in cpu, cpu7 and paper (docs/results.md, "variance-scaled cPUCT alone"); the bare
+    # engine default stays off.
     cpuct_variance_scaling: bool = False
     temperature_start: float = 0.8
     temperature_end: float = 0.2
@@ -115,7 +112,7 @@ class SelfplayConfig:
     sgf_sample_rate: float = 0.05  # fraction of games also written as SGF
     # Policy surprise weighting (tengen.selfplay.game): records carry each full search's policy
     # surprise and the window gets surprising positions more often, the game's total kept. Off: it
-    # lost its A/B on this box (tengen/configs/cpu.yaml); on in the paper preset.
+    # lost its A/B on this box (docs/results.md, "policy surprise weighting"); on in the paper preset.
     surprise_weighting: bool = False
 
 
@@ -132,16 +129,14 @@ class TrainerConfig:
     warmup_lr_factor: float = 1.0 / 3.0
     l2: float = 3e-5
     # The auxiliary soft policy head's loss weight (tengen.nn.loss; 0 = off). KataGo uses 8x (it makes
-    # up for the soft target's much smaller gradients once trained), but on this box it cost strength:
-    # two cpu7 loops of 30 CPU-minutes each, the one with 8x scored 38.5 of 100 games against the one
-    # without (Wilson 95% [0.30, 0.48]; `tengen bench ab --preset cpu7 --seconds 1800 --a
-    # trainer.soft_policy_weight=0`, docs/results.md "KataGo's later methods, measured"). Off by default.
+    # up for the soft target's much smaller gradients once trained); on this box it cost strength
+    # (docs/results.md, "auxiliary soft policy target"). Off by default.
     soft_policy_weight: float = 0.0
     # Short-term value and score heads and their error heads (tengen.nn.model; KataGo's "other
     # methods" notes), trained on the rows' short-term targets; their error predictions are the
-    # uncertainty that search.uncertainty_weighting reads. Off: they lost their A/B with it (docs/results.md
-    # "KataGo's later methods, measured"); a net without them serves an "unknown" uncertainty. The weights are
-    # tengen.nn.loss.LossWeights' (untuned).
+    # uncertainty that search.uncertainty_weighting reads. Off by default, on in cpu, cpu7 and paper
+    # (docs/results.md, "the short-term heads with the optimistic policy"); a net without them serves
+    # an "unknown" uncertainty. The weights are tengen.nn.loss.LossWeights' (untuned).
     short_term_heads: bool = False
     short_term_value_weight: float = 1.0
     short_term_score_weight: float = 0.004
@@ -150,9 +145,8 @@ class TrainerConfig:
     # The optimistic policy head's loss weight (tengen.nn.loss; 0 = no head). It needs
     # short_term_heads (its rows' weights come from them). Search uses it at test time only (`tengen
     # gtp`/`eval`/`analysis --policy`, the strength service, bench ab's match), never in self-play or
-    # gating, as KataGo does. With the short-term heads in both arms it won its cpu7 A/B 68 of 100
-    # (docs/results.md "KataGo's later methods, measured"); off until heads plus it beat the presets without
-    # heads, which is not measured yet.
+    # gating, as KataGo does. Off by default, 1 in cpu, cpu7 and paper (docs/results.md, "optimistic
+    # policy").
     optimistic_policy_weight: float = 0.0
     window_c: int = 250_000  # N_window = c(1 + beta((N_total/c)^alpha - 1)/alpha)
     window_alpha: float = 0.75
