@@ -105,7 +105,12 @@ def _surprise(first: float) -> Callable[[game_pb2.GameRecord], None]:
 
 
 BREAKERS: dict[str, tuple[Callable[[game_pb2.GameRecord], None], str]] = {
-    "empty id": (lambda r: setattr(r, "id", ""), "id must be"),
+    "empty id": (lambda r: setattr(r, "id", ""), "game id is missing"),
+    "id with a newline": (lambda r: setattr(r, "id", "g1\nINFO forged log line"), r"holds '\n'"),
+    "id with U+2028": (lambda r: setattr(r, "id", "g1\u2028x"), r"holds '\u2028'"),
+    "id with NUL": (lambda r: setattr(r, "id", "g1\x00"), r"holds '\x00'"),
+    "id with a path": (lambda r: setattr(r, "id", "../../etc/passwd"), "holds '/'"),
+    "id too long": (lambda r: setattr(r, "id", "g" * 129), "129 characters long, over 128"),
     "board too small": (lambda r: setattr(r, "x_size", 6), "x_size 6 is outside"),
     "board too large": (lambda r: setattr(r, "y_size", 20), "y_size 20 is outside"),
     "bad rules": (lambda r: setattr(r, "rules", "japanese"), "bad rules"),

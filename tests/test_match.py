@@ -166,6 +166,12 @@ def test_same_names_are_refused(capsys) -> None:
     assert "name them with --black-name and --white-name" in capsys.readouterr().err
 
 
+def test_a_name_that_is_not_a_safe_id_is_refused_before_any_game(capsys) -> None:
+    assert main(["match", "--black", "gnugo --mode gtp", "--white", "gnugo --mode gtp --level 2",
+                 "--black-name", "GNU Go", "--no-ratings"]) == 2
+    assert "the ratings name 'GNU Go' holds ' '" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("flag", "result_suffix", "reason"), [("", "F", "illegal move"), ("--hang", "T", "timeout")]
 )

@@ -30,6 +30,7 @@ from ratings_db import (  # noqa: F401 (fixtures)
 
 from tengen.proto import ratings_pb2 as pb
 from tengen.proto import ratings_pb2_grpc as pb_grpc
+from tengen.ratings import store as store_module
 from tengen.ratings.api import RatingsApi
 from tengen.ratings.book import RatingsBook
 from tengen.ratings.client import RatingsClient
@@ -147,7 +148,7 @@ def test_grpc_and_http_end_to_end(service: Service) -> None:
     assert "tengen_ratings_games 8.0" in metrics
 
 
-def test_http_report_and_html_escaping(service: Service) -> None:
+def test_http_report_and_html_escaping(service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
     body = {
         "games": [
             {
@@ -161,6 +162,12 @@ def test_http_report_and_html_escaping(service: Service) -> None:
         ],
         "players": [{"name": "v1", "kind": "model", "training_samples": 10}],
     }
+    # A name that is not a safe id (tengen.loop.ids) is refused, and nothing is written...
+    status, _, reply = http("POST", service.url("/api/games"), body, f"Bearer {TOKEN}")
+    assert status == 400 and "'<b>bold</b>' holds '<'" in json.loads(reply)["error"], reply
+    assert service.store.game_count() == 0
+    # ...and one that is in the database anyway (written before the rule) is escaped on the page.
+    monkeypatch.setattr(store_module, "validate_batch", lambda *args: None)
     status, _, reply = http("POST", service.url("/api/games"), body, f"Bearer {TOKEN}")
     assert (status, json.loads(reply)) == (200, {"accepted": 2, "duplicates": 0})
     status, _, reply = http("POST", service.url("/api/games"), body, f"Bearer {TOKEN}")
@@ -303,6 +310,24 @@ def test_malformed_grpc_reports_write_nothing(
     assert sorted(p.name for p in service.store.players()) == ["a", "b"]
 
 
+def test_grpc_refuses_an_oversized_message_and_a_control_character_id(service: Service) -> None:
+    channel, stub = _raw_stub(service)
+    auth = (("authorization", f"Bearer {TOKEN}"),)
+    try:
+        huge = pb.ReportGamesRequest(games=[pb.Game(game_id="g", black="a", white="b", source="x" * (9 << 20))])
+        with pytest.raises(grpc.RpcError) as failure:
+            stub.ReportGames(huge, metadata=auth, timeout=10)
+        assert failure.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        forged = pb.ReportGamesRequest(games=[pb.Game(game_id="g\nforged", black="a", white="b", result=pb.BLACK_WINS)])
+        with pytest.raises(grpc.RpcError) as failure:
+            stub.ReportGames(forged, metadata=auth, timeout=10)
+        assert failure.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "game id 'g\\nforged' holds '\\n'" in failure.value.details()
+    finally:
+        channel.close()
+    assert service.store.game_count() == 0
+
+
 def test_bad_reads(service: Service) -> None:
     with RatingsClient(service.address, token=TOKEN) as client:
         client.report_games([GameReport("g", "a", "b", "B")])
@@ -324,6 +349,10 @@ def test_bad_reads(service: Service) -> None:
         code, _, body = http("GET", service.url(path))
         assert code == status, path
         assert json.loads(body)["error"]
+    # A prior so small that the fit is singular (a won every game): a sentence, not numpy's words.
+    code, _, body = http("GET", service.url("/api/leaderboard?prior_draws=1e-300"))
+    error = json.loads(body)["error"]
+    assert code == 400 and "cannot be computed with a prior of 1e-300" in error and "Singular" not in error
 
 
 @pytest.mark.parametrize(
@@ -417,17 +446,22 @@ def _read_to_eof(sock: socket.socket) -> bytes:
     return data
 
 
-def test_stalled_http_clients_are_dropped_and_cannot_pin_threads(tmp_path: Path) -> None:
-    workers, timeout = 8, 1.0
+def test_stalled_http_clients_cannot_stop_the_service(tmp_path: Path) -> None:
+    """Past the connection cap /healthz is answered and writes get 503 with Retry-After; the
+    stalled clients are cut off at their deadline, a stalled body with 408, and a valid write then
+    goes through."""
+    workers, timeout = 8, 2.0
     store = RatingsStore(f"sqlite:///{tmp_path / 'ratings.sqlite'}")
     server = RatingsServer(
         RatingsApi(RatingsBook(store), TOKEN), "127.0.0.1", 0, 0, http_timeout=timeout, http_workers=workers
     )
     server.start()
+    service = Service(server, store)
     stalled: list[socket.socket] = []
+    body = {"games": [{"game_id": "g1", "black": "a", "white": "b", "result": "B"}]}
     try:
         for i in range(50):  # half a request each: half the headers, or the headers and half the body
-            sock = socket.create_connection(("127.0.0.1", server.http_port), timeout=120)
+            sock = socket.create_connection(("127.0.0.1", server.http_port), timeout=60)
             if i % 2:
                 sock.sendall(
                     b"POST /api/games HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
@@ -437,35 +471,51 @@ def test_stalled_http_clients_are_dropped_and_cannot_pin_threads(tmp_path: Path)
             else:
                 sock.sendall(b"POST /api/games HTTP/1.1\r\nHost: x\r\nContent-Le")
             stalled.append(sock)
-        handlers: list[int] = []
-        sampler_done = threading.Event()
-
-        def sample() -> None:
-            while not sampler_done.is_set():
-                handlers.append(sum("process_request_thread" in t.name for t in threading.enumerate()))
-                time.sleep(0.05)
-
-        sampler = threading.Thread(target=sample)
-        sampler.start()
-        try:
-            # A normal request behind them is answered (once timeouts have freed workers).
-            status, _, body = http("GET", Service(server, store).url("/healthz"), timeout=120)
-            assert (status, body) == (200, b"ok\n")
-        finally:
-            sampler_done.set()
-            sampler.join()
-        assert max(handlers) <= workers
-        # Every stalled connection is closed by the server: those whose body stalled after a 408.
+        time.sleep(0.3)  # let the accept loop take them all
+        # While they hold every worker (a client timeout of seconds, well inside the deadline):
+        status, _, reply = http("GET", service.url("/healthz"), timeout=5)
+        assert (status, reply) == (200, b"ok\n")
+        status, headers, reply = http("POST", service.url("/api/games"), body, f"Bearer {TOKEN}", timeout=5)
+        assert status == 503 and headers["Retry-After"] == "5" and b"too many connections" in reply
+        # The server closes every stalled connection at its deadline: a stalled body after a 408 from
+        # a worker, or a 503 past the cap; stalled headers with nothing to answer.
+        answers = []
         for i, sock in enumerate(stalled):
             data = _read_to_eof(sock)
             if i % 2:
-                assert data.startswith(b"HTTP/1.1 408"), data
+                answers.append(data[:12])
             else:
                 assert data == b"", data
+        assert set(answers) == {b"HTTP/1.1 408", b"HTTP/1.1 503"}, answers
         assert store.game_count() == 0
+        status, _, reply = http("POST", service.url("/api/games"), body, f"Bearer {TOKEN}", timeout=5)
+        assert (status, json.loads(reply)) == (200, {"accepted": 1, "duplicates": 0})
     finally:
         for sock in stalled:
             sock.close()
+        server.stop(grace=1.0)
+        store.close()
+
+
+def test_a_trickling_client_is_cut_off_at_its_deadline(tmp_path: Path) -> None:
+    """A byte of the headers every 0.2 s is never silent for the 1 s timeout, yet the connection
+    is closed once the deadline has passed (an idle timeout alone would keep it forever)."""
+    store = RatingsStore(f"sqlite:///{tmp_path / 'ratings.sqlite'}")
+    server = RatingsServer(RatingsApi(RatingsBook(store), TOKEN), "127.0.0.1", 0, 0, http_timeout=1.0)
+    server.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.http_port), timeout=30) as sock:
+            request = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 1000
+            sent = 0
+            try:
+                for sent, byte in enumerate(request, start=1):
+                    sock.sendall(bytes([byte]))
+                    time.sleep(0.2)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            assert sent < len(request), "the server kept reading a request that never ended"
+            assert _read_to_eof(sock) == b""
+    finally:
         server.stop(grace=1.0)
         store.close()
 

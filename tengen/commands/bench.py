@@ -1,6 +1,7 @@
 """`tengen bench NAME`: run one benchmark from bench/ and print its figures.
 
-A benchmark module `bench/NAME.py` defines `DESCRIPTION`, optionally `add_arguments(parser)`, and
+A benchmark module `tengen/bench/NAME.py` (a `-` in NAME is a `_` in the file name) defines
+`DESCRIPTION`, optionally `add_arguments(parser)`, and
 `run(args) -> dict`. It prints human-readable progress itself; this command prints the returned
 figures as the last line, one JSON object with a "bench" key.
 """
@@ -27,6 +28,7 @@ BENCHMARKS: list[str] = [
     "loop",
     "ab",
     "fit",
+    "slow-clients",
 ]
 
 
@@ -38,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     benches = parser.add_subparsers(dest="bench", metavar="NAME", required=True)
     for name in BENCHMARKS:
-        module = importlib.import_module(f"tengen.bench.{name}")
+        module = importlib.import_module(f"tengen.bench.{name.replace('-', '_')}")
         sub = benches.add_parser(name, help=module.DESCRIPTION, description=module.DESCRIPTION)
         sub.add_argument("--seconds", type=positive_float, default=10.0, help="time budget (default 10)")
         if hasattr(module, "add_arguments"):

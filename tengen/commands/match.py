@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tengen.infra.entrypoint import positive_float, positive_int
+from tengen.loop.ids import id_problem
 
 KINDS = ("model", "anchor", "engine")
 
@@ -125,6 +126,10 @@ def _run(args: argparse.Namespace) -> int:
     if not a_name or not b_name:
         print("error: engine commands must not be empty", file=sys.stderr)
         return 2
+    for flag, name in (("--black-name", a_name), ("--white-name", b_name)):
+        if problem := id_problem(name):
+            print(f"error: the ratings name {problem}; give another with {flag}", file=sys.stderr)
+            return 2
     if a_name == b_name:
         print(f"error: both engines would be named {a_name!r} in ratings; "
               "name them with --black-name and --white-name", file=sys.stderr)

@@ -1,18 +1,22 @@
-"""A service's HTTP side: `/healthz` and Prometheus `/metrics` on one port, in a daemon thread."""
+"""A service's HTTP side: `/healthz` and Prometheus `/metrics` on one port, in a daemon thread,
+with tengen.infra.http_server's deadlines and connection cap (/healthz answered past it)."""
 from __future__ import annotations
 
 import logging
 import threading
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from tengen.infra.http_server import GuardedHandler, GuardedHTTPServer
 
 log = logging.getLogger(__name__)
 
 # health() -> (healthy, one line saying what the service is doing)
 HealthCheck = Callable[[], tuple[bool, str]]
+
+MAX_CONNECTIONS = 16  # Prometheus, probes and a person with curl; the rest wait for a deadline or get 503
 
 
 class HealthServer:
@@ -26,7 +30,7 @@ class HealthServer:
         self.name = name
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(GuardedHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 if self.path == "/healthz":
                     ok, line = health()
@@ -47,7 +51,7 @@ class HealthServer:
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002
                 log.debug("%s http: " + format, server.name, *args)
 
-        self._http = ThreadingHTTPServer((host, port), Handler)
+        self._http = GuardedHTTPServer((host, port), Handler, max_connections=MAX_CONNECTIONS)
         self.port: int = self._http.server_address[1]
         self._thread = threading.Thread(target=self._http.serve_forever, name=f"{name}-http", daemon=True)
         self._thread.start()

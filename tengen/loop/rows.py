@@ -50,9 +50,9 @@ from tengen.config import MAX_MOVES_FACTOR
 from tengen.go import passalive, planes
 from tengen.go.board import Board
 from tengen.go.rules import IllegalMoveError, parse_rules
+from tengen.loop.ids import id_problem
 from tengen.proto import game_pb2
 
-MAX_ID_LENGTH = 256
 # Sample weights are 1, or less in lopsided games (§3.5); a larger one would act as a learning
 # rate multiplier on one row (3e38 turned every weight into NaN within 30 seconds).
 MAX_WEIGHT = 1.0
@@ -421,8 +421,8 @@ def _check_fields(record: game_pb2.GameRecord) -> None:
     """Every check that needs no replay; RecordError names the first problem."""
     if not isinstance(record, game_pb2.GameRecord):
         raise RecordError(f"expected a GameRecord, got {type(record).__name__}")
-    if not record.id or len(record.id) > MAX_ID_LENGTH:
-        raise RecordError(f"id must be 1..{MAX_ID_LENGTH} characters, got {len(record.id)}")
+    if problem := id_problem(record.id):
+        raise RecordError(f"game id {problem}")
     x_size, y_size = record.x_size, record.y_size
     for name, size in (("x_size", x_size), ("y_size", y_size)):
         if not planes.MIN_BOARD <= size <= planes.MAX_BOARD:

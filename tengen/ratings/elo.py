@@ -252,6 +252,7 @@ def _newton(theta: np.ndarray, posterior: float, g: _Games, shifts: np.ndarray) 
     return theta, posterior
 
 
+
 def fit(
     tally: Tally,
     prior_draws: float = 2.0,
@@ -302,7 +303,13 @@ def fit(
             converged = True
             break
 
-    cov = np.linalg.inv(_information(theta, g, shifts)) * ELO_PER_NAT**2
+    try:
+        cov = np.linalg.inv(_information(theta, g, shifts)) * ELO_PER_NAT**2
+    except np.linalg.LinAlgError:  # e.g. prior_draws=1e-300: the information matrix is singular
+        raise ValueError(
+            f"the ratings cannot be computed with a prior of {prior_draws:g} virtual draws: with a player who "
+            "won or lost every game they grow without bound; use a larger prior"
+        ) from None
     # Contrast rows: each player minus the anchor (its group's mean where the anchor is absent).
     contrast = np.eye(n)
     anchor_group = group[players.index(anchor)] if anchor is not None else -1

@@ -10,9 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from tengen.loop.ids import id_problem
+
 RESULTS = ("B", "W", "draw")
 KINDS = ("model", "anchor", "engine")
-MAX_NAME = 200
+MAX_NAME = 200  # the database's column width (names and ids are at most tengen.loop.ids.MAX_ID_LENGTH)
 MAX_SOURCE = 100
 DEFAULT_MAX_BATCH = 1000  # most games (and most player declarations) in one report
 MAX_TRAINING_SAMPLES = 2**63 - 1  # a BIGINT column in both stores
@@ -72,13 +74,8 @@ def parse_result(text: str) -> str:
 
 
 def _check_name(what: str, name: object) -> None:
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidRequest(f"{what} is missing")
-    if name != name.strip() or len(name) > MAX_NAME or not name.isprintable():
-        raise InvalidRequest(
-            f"{what} {name!r} must be printable, without surrounding spaces, "
-            f"at most {MAX_NAME} characters"
-        )
+    if problem := id_problem(name):
+        raise InvalidRequest(f"{what} {problem}")
 
 
 def played_at_utc(when: datetime, where: str = "game") -> datetime:

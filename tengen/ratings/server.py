@@ -13,10 +13,11 @@ HTTP routes:
     GET  /healthz             200 "ok" when the database answers, else 503
     GET  /metrics             Prometheus text format
 
-The HTTP server serves at most `http_workers` connections at once (others wait in the listen
-backlog) and drops a client silent for `http_timeout` seconds mid-request or between requests,
-so stalled clients cannot pin its threads. A POST body is at most MAX_BODY bytes, nested at most
-MAX_JSON_DEPTH deep.
+The HTTP server (tengen.infra.http_server) serves at most `http_workers` connections at once; a
+request's headers, or its body, not received within `http_timeout` seconds (however slowly the
+bytes trickle) close the connection, a stalled body with 408; past the cap /healthz is still
+answered and everything else gets 503 with Retry-After. A POST body is at most MAX_BODY bytes
+(413 before it is read; 411 without Content-Length), nested at most MAX_JSON_DEPTH deep.
 """
 from __future__ import annotations
 
@@ -25,13 +26,11 @@ import json
 import logging
 import os
 import re
-import socket
 import threading
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from datetime import UTC, datetime
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import accumulate
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -39,6 +38,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import grpc
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from tengen.infra.http_server import GuardedHandler, GuardedHTTPServer
 from tengen.proto import ratings_pb2 as pb
 from tengen.proto import ratings_pb2_grpc as pb_grpc
 from tengen.ratings import wire
@@ -64,8 +64,21 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 MAX_BODY = 8 * 1024 * 1024  # bytes of one POST /api/games
 MAX_JSON_DEPTH = 16  # nested arrays/objects in a POST body (a report needs 3)
-HTTP_TIMEOUT_S = 30.0  # a client silent this long mid-request, or idle between requests, is dropped
-HTTP_WORKERS = 32  # connections served at once
+HTTP_TIMEOUT_S = 10.0  # a request's headers, or its body, must have arrived within this
+HTTP_WORKERS = 64  # connections served at once
+# gRPC: grpcio reads a call's request in its C core, so a stalled client holds no worker; calls past
+# GRPC_MAX_RPCS (running or queued) are refused with RESOURCE_EXHAUSTED, a message is at most
+# MAX_BODY, and a client that pings without calls or idles for 5 minutes is disconnected.
+GRPC_WORKERS = 8
+GRPC_MAX_RPCS = 64
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_BODY),
+    ("grpc.max_concurrent_streams", 32),
+    ("grpc.keepalive_permit_without_calls", 0),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 60_000),
+    ("grpc.http2.max_ping_strikes", 2),
+    ("grpc.max_connection_idle_ms", 300_000),
+]
 _GRPC_CODES: dict[type[RatingsError], grpc.StatusCode] = {
     InvalidRequest: grpc.StatusCode.INVALID_ARGUMENT,
     Conflict: grpc.StatusCode.ALREADY_EXISTS,
@@ -233,10 +246,11 @@ def report_from_json(raw: bytes) -> tuple[list[GameReport], list[PlayerInfo]]:
     return games_from_json(body), players_from_json(body)
 
 
-def _make_handler(api: RatingsApi, timeout: float, games: GameLibrary | None = None) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+def _make_handler(api: RatingsApi, timeout: float, games: GameLibrary | None = None) -> type[GuardedHandler]:
+    class Handler(GuardedHandler):
         server_version = "tengen-ratings"
-        protocol_version = "HTTP/1.1"
+        header_timeout = timeout
+        body_timeout = timeout
 
         def log_message(self, format: str, *args: Any) -> None:
             log.debug("http %s: " + format, self.address_string(), *args)
@@ -338,7 +352,7 @@ def _make_handler(api: RatingsApi, timeout: float, games: GameLibrary | None = N
                 self._json(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"error": f"body over {MAX_BODY} bytes"})
                 return
             try:
-                raw = self.rfile.read(int(length))
+                raw = self.read_body(int(length))
             except TimeoutError:
                 self.close_connection = True
                 self._json(HTTPStatus.REQUEST_TIMEOUT, {"error": f"body not received within {timeout:g} s"})
@@ -349,49 +363,7 @@ def _make_handler(api: RatingsApi, timeout: float, games: GameLibrary | None = N
             outcome = api.report(self.headers.get("Authorization"), lambda: report_from_json(raw))
             self._json(HTTPStatus.OK, {"accepted": outcome.accepted, "duplicates": outcome.duplicates})
 
-    # The socket's timeout (set in setup()): a read or write that waits longer raises
-    # TimeoutError; one while reading the request line or headers closes the connection.
-    Handler.timeout = timeout
     return Handler
-
-
-class _BoundedHTTPServer(ThreadingHTTPServer):
-    """A ThreadingHTTPServer serving at most `workers` connections at once: its accept loop waits
-    for a free worker, and further connections wait in the listen backlog. With the handler's
-    socket timeout, a stalled client holds a worker for a bounded time, not a thread forever."""
-
-    daemon_threads = True
-    request_queue_size = 128  # the listen backlog
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], workers: int) -> None:
-        if workers < 1:
-            raise ValueError(f"the HTTP server needs at least one worker, got {workers}")
-        self._slots = threading.BoundedSemaphore(workers)
-        self._closing = threading.Event()
-        super().__init__(address, handler)
-
-    def process_request(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
-        # Polls so that shutdown() is not stuck behind a full pool.
-        while not self._slots.acquire(timeout=0.1):
-            if self._closing.is_set():
-                self.shutdown_request(request)
-                return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request: socket.socket | tuple[bytes, socket.socket],
-                               client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-    def shutdown(self) -> None:
-        self._closing.set()
-        super().shutdown()
 
 
 class RatingsServer:
@@ -411,13 +383,17 @@ class RatingsServer:
         (None: no games pages)."""
         self.api = api
         self.games = GameLibrary(games_dir) if games_dir is not None else None
-        self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="ratings-grpc"))
+        self._grpc = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=GRPC_WORKERS, thread_name_prefix="ratings-grpc"),
+            maximum_concurrent_rpcs=GRPC_MAX_RPCS, options=GRPC_OPTIONS,
+        )
         pb_grpc.add_RatingsServiceServicer_to_server(RatingsServicer(api), self._grpc)
         address = f"[::]:{grpc_port}" if host in ("0.0.0.0", "::") else f"{host}:{grpc_port}"
         self.grpc_port = self._grpc.add_insecure_port(address)
         if self.grpc_port == 0:
             raise OSError(f"cannot listen for gRPC on {address}")
-        self._http = _BoundedHTTPServer((host, http_port), _make_handler(api, http_timeout, self.games), http_workers)
+        self._http = GuardedHTTPServer((host, http_port), _make_handler(api, http_timeout, self.games),
+                                       max_connections=http_workers)
         self.http_port = self._http.server_address[1]
         # A short poll interval makes shutdown() return promptly.
         self._http_thread = threading.Thread(
