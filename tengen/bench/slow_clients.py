@@ -77,18 +77,16 @@ def _watch_closed(socks: list[socket.socket], started: float, limit_s: float, ou
     """Records when the server has closed the last of `socks` (seconds after `started`)."""
     selector = selectors.DefaultSelector()
     for sock in socks:
-        selector.register(sock, selectors.EVENT_READ)
+        selector.register(sock, selectors.EVENT_READ, sock)
     open_count = len(socks)
     while open_count and time.perf_counter() - started < limit_s:
         for key, _ in selector.select(timeout=0.2):
-            sock = key.fileobj
-            assert isinstance(sock, socket.socket)
             try:
-                data = sock.recv(65536)
+                data = key.data.recv(65536)
             except OSError:
                 data = b""
             if not data:
-                selector.unregister(sock)
+                selector.unregister(key.data)
                 open_count -= 1
     out["still_open"] = open_count
     out["all_closed_s"] = time.perf_counter() - started if not open_count else float("inf")
