@@ -29,6 +29,7 @@ BENCHMARKS: list[str] = [
     "ab",
     "fit",
     "slow-clients",
+    "gpu-loop",
 ]
 
 
