@@ -30,7 +30,10 @@ test: build
 test-fast: build
 	$(BIN)/python -m pytest -q -m "not slow"
 
-run: build
+# GNU Go first: the strength service's live curve needs it (without it that service idles).
+run: build gnugo
+	@echo "make run: the whole loop on this machine until Ctrl-C (ARGS=\"--duration 2h\" to stop by itself);"
+	@echo "          beating GNU Go takes about 2 hours on a 2-core box (docs/results.md)"
 	$(BIN)/tengen run $(ARGS)
 
 bench: build

@@ -57,12 +57,27 @@ def _name_commands(parser: argparse.ArgumentParser) -> None:
                 _name_commands(sub)
 
 
+class _Version(argparse.Action):
+    """--version: the package version and, in a git checkout, its commit (looked up only when asked)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> NoReturn:
+        from tengen.run.record import source_commit, tengen_version
+
+        commit, dirty = source_commit()
+        where = f" (commit {commit[:12]}{' with local changes' if dirty else ''})" if commit else ""
+        print(f"tengen {tengen_version() or 'unknown'}{where}")
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tengen",
         description="tengen: distributed KataGo-style self-play training for Go.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print tengen's version (and its commit, in a checkout) and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)

@@ -23,6 +23,14 @@ def test_help_lists_commands() -> None:
     assert "bench" in out
 
 
+def test_version_names_the_package_version_and_the_checkout_s_commit() -> None:
+    from tengen.run.record import source_commit
+
+    done = subprocess.run([sys.executable, "-m", "tengen.cli", "--version"], capture_output=True, text=True, check=True)
+    commit, _ = source_commit()
+    assert done.stdout.startswith("tengen 0.1.0") and commit is not None and f"(commit {commit[:12]}" in done.stdout
+
+
 def test_unknown_command_is_an_error() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "tengen.cli", "no-such-command"], capture_output=True, text=True
