@@ -35,6 +35,7 @@ COMMAND_MODULES = [
     "tengen.commands.match",
     "tengen.commands.eval",
     "tengen.commands.run",
+    "tengen.commands.status",
     "tengen.commands.chaos",
 ]
 

@@ -121,6 +121,14 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path, gnugo: 
                 break
         assert proc.poll() is None, f"tengen run exited early:\n{_tail(out)}\n{_logs(data_dir)}"
         assert promoted, f"no promotion within {PROMOTION_DEADLINE_S} s:\n{_tail(out)}\n{_logs(data_dir)}"
+        # `tengen status` on the running data dir: the services' figures and the data dir's.
+        live = subprocess.run([TENGEN, "status", "--data-dir", str(data_dir), "--json"], capture_output=True,
+                              text=True, env=_env(data_dir), timeout=120)
+        assert live.returncode == 0, live.stderr
+        figures = json.loads(live.stdout)
+        assert figures["running"] and figures["preset"] == "tiny" and figures["version"] >= 2
+        assert figures["games_played"] > 0 and figures["samples"] > 0 and figures["elapsed_s"] > 0
+        assert {s["name"] for s in figures["services"]} >= {"broker", "triton", "trainer", "selfplay-0"}
         result = drill.run(proc, stop_signal=signal.SIGINT)  # ends with Ctrl-C to the last run: exit 0
     finally:
         if proc.poll() is None:
@@ -148,6 +156,10 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path, gnugo: 
             os.kill(pid, 0)
     assert _leftovers(str(data_dir)) == []
     assert not (data_dir / "run.json").exists()
+    stopped = subprocess.run([TENGEN, "status", "--data-dir", str(data_dir)], capture_output=True, text=True,
+                             env=_env(data_dir), timeout=120)
+    assert stopped.returncode == 0 and "(tiny), not running" in stopped.stdout, stopped.stderr
+    assert f"version {max(_versions(data_dir))} " in stopped.stdout
     # What made the data dir stays: a record of the first run and of the one after the kill.
     records = [json.loads(line) for line in (data_dir / "runs.jsonl").read_text().splitlines()]
     assert len(records) == 2 and all(r["preset"] == "tiny" and r["config"]["game"]["board_sizes"] == [7]

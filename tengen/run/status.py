@@ -322,7 +322,8 @@ def _elapsed(status: Status) -> str:
     return text + (f" of {_clock(status.duration_s)}" if status.duration_s else "")
 
 
-def render_screen(status: Status, title: str, footer: list[str] | None = None) -> str:
+def render_screen(status: Status, title: str, footer: list[str] | None = None,
+                  hint: str = "(Ctrl-C stops everything cleanly)") -> str:
     """The multi-line view redrawn in place on a terminal; `footer` lines go below the figures."""
     games = f"{_n(status.games_played)} played by selfplay this run"
     if status.games_per_s is not None:
@@ -336,7 +337,7 @@ def render_screen(status: Status, title: str, footer: list[str] | None = None) -
     window = f"{_n(status.window_rows)} rows used of {_n(status.rows_total)} ever"
     candidates = f"{status.candidates}" + (f" (latest {status.latest_candidate})" if status.latest_candidate else "")
     lines = [
-        f"{title}   up {_elapsed(status)}   (Ctrl-C stops everything cleanly)",
+        f"{title}   up {_elapsed(status)}   {hint}".rstrip(),
         "",
         f"  services    {_services(status.services)}",
         f"  games       {games}",

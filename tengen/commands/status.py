@@ -1,0 +1,102 @@
+"""`tengen status`: one screen on a run's data dir, running or stopped.
+
+Reads what `tengen run`'s own status view reads (tengen.run.status): the window, candidates,
+gating decisions, the model repository, the strength service's results against GNU Go, and, while
+the run is up (its `run.json` names the services' addresses), the trainer's and selfplay workers'
+/metrics (two reads a second apart give the rates) and the ratings leaderboard. `--json` prints
+the same figures as one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from tengen.commands import CommandError
+
+RATE_WINDOW_S = 1.0  # between the two reads of the workers' counters
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("status", help="one screen on a run's data dir (running or stopped)",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="the run's data dir ($TENGEN_DATA_DIR, default ./tengen-data)")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.set_defaults(func=_run)
+
+
+def _started(records: Path) -> tuple[str | None, float | None]:
+    """The preset and start time (Unix seconds) of the newest `tengen run` on the data dir."""
+    from tengen.infra.files import read_lines
+
+    preset = started = None
+    for record in read_lines(records):
+        try:
+            preset = record.get("preset")
+            started = datetime.datetime.fromisoformat(record["started"]).timestamp()
+        except (ValueError, KeyError, TypeError):
+            continue
+    return preset, started
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tengen.config import load_config
+    from tengen.loop.layout import DataDir
+    from tengen.run.status import StatusReader, render_screen
+    from tengen.run.supervisor import ChildState
+
+    data_dir = args.data_dir or Path(os.environ.get("TENGEN_DATA_DIR", "tengen-data"))
+    layout = DataDir(data_dir)
+    if not data_dir.is_dir():
+        raise CommandError(f"no data dir at {data_dir} (give the run's --data-dir)")
+    preset, started = _started(layout.run_records)
+    state: dict[str, Any] = {}
+    if layout.run_state.exists():
+        try:
+            state = json.loads(layout.run_state.read_text())
+        except (OSError, ValueError):
+            state = {}
+    running = bool(state) and _alive(state.get("pid"))
+    endpoints = state.get("endpoints", {}) if running else {}
+    config = load_config(state.get("preset") or preset or "cpu")
+    reader = StatusReader(
+        data_dir, config,
+        trainer_metrics=f"{endpoints['trainer_http']}/metrics" if "trainer_http" in endpoints else None,
+        selfplay_metrics=[f"{u}/metrics" for u in endpoints.get("selfplay_http", [])],
+        ratings_url=endpoints.get("ratings_grpc"), triton_url=endpoints.get("triton_grpc"))
+    try:
+        status = reader.read()
+        if running and reader.selfplay_metrics:
+            time.sleep(RATE_WINDOW_S)
+            status = reader.read()
+    finally:
+        reader.close()
+    status.elapsed_s = time.time() - started if (running and started) else 0.0
+    status.services = [ChildState(name, "up" if _alive(pid) else "down", 0, pid)
+                       for name, pid in state.get("children", {}).items()] if running else []
+    where = f"running (pid {state['pid']})" if running else "not running"
+    if args.json:
+        figures = dataclasses.asdict(status)
+        figures.update(data_dir=str(data_dir), running=running, preset=config.preset)
+        print(json.dumps(figures, default=str))
+    else:
+        print(render_screen(status, f"tengen status: {data_dir} ({config.preset}), {where}", hint=""))
+    return 0
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
