@@ -100,6 +100,7 @@ def _bad_inputs(tmp: Path) -> dict[str, list[str]]:
         "tengen eval gnugo": ["--model", missing + ".pt"],
         "tengen run": ["--preset", "nope", "--data-dir", str(tmp / "run")],
         "tengen chaos": ["--data-dir", str(a_file)],
+        "tengen status": ["--data-dir", str(tmp / "no-such-run")],
     }
 
 
