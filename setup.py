@@ -18,6 +18,14 @@ MODULES = [
     "tengen.go.passalive",
     "tengen.go.ladder",
     "tengen.go.features",
+    "tengen.search.score_utility",
+    "tengen.search.nn_cache",
+    "tengen.search.symmetry",
+    "tengen.search.leaf_planes",
+    "tengen.search.root_noise",
+    "tengen.search.ending_bonus",
+    "tengen.search.subtree_bias",
+    "tengen.search.playouts",
     "tengen.search.mcts",
 ]
 

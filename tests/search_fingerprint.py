@@ -15,7 +15,7 @@ from tengen.config import SearchConfig
 from tengen.go.board import Board
 from tengen.go.planes import ON_BOARD
 from tengen.go.rules import parse_rules
-from tengen.search.mcts import NNCache
+from tengen.search.nn_cache import NNCache
 from tengen.search.single_search import new_tree, run
 
 

@@ -96,11 +96,12 @@ LAYERS: list[set[str]] = [
 
 
 def _imports(path: Path) -> set[str]:
-    """Every tengen module a file imports, function-level imports included (.pyx read by line)."""
+    """Every tengen module a file imports, function-level imports included (.pyx and .pxd read by
+    line, cimports too)."""
     import ast
 
     text = path.read_text()
-    if path.suffix == ".pyx":
+    if path.suffix in (".pyx", ".pxd"):
         found = re.findall(r"^\s*(?:from|c?import)\s+(tengen(?:\.\w+)+)", text, flags=re.M)
         return set(found)
     names: set[str] = set()
@@ -116,7 +117,7 @@ def package_imports() -> dict[str, dict[str, set[str]]]:
     """package -> imported package -> the files that import it."""
     root = REPO / "tengen"
     edges: dict[str, dict[str, set[str]]] = {}
-    for path in sorted([*root.rglob("*.py"), *root.rglob("*.pyx")]):
+    for path in sorted([*root.rglob("*.py"), *root.rglob("*.pyx"), *root.rglob("*.pxd")]):
         parts = path.relative_to(root).with_suffix("").parts
         package = parts[0]
         for name in _imports(path):
@@ -177,3 +178,50 @@ def test_the_layer_checks_catch_a_cycle_and_an_upward_import(tmp_path: Path, mon
         test_no_import_runs_up_the_layers()
     with pytest.raises(AssertionError, match="go <-> selfplay"):
         test_no_package_cycle()
+
+
+# -- compiled modules --------------------------------------------------------------------------
+def compiled_modules() -> list[str]:
+    """setup.py's MODULES, the Cython extensions it builds (read, not run: running it builds)."""
+    import ast
+
+    for node in ast.parse((REPO / "setup.py").read_text()).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["MODULES"]:
+            return list(ast.literal_eval(node.value))
+    raise AssertionError("setup.py has no MODULES list")
+
+
+def test_every_pyx_is_a_compiled_module() -> None:
+    """setup.py's MODULES names every .pyx under tengen/, and nothing else."""
+    pyx = {".".join(path.relative_to(REPO).with_suffix("").parts) for path in (REPO / "tengen").rglob("*.pyx")}
+    modules = compiled_modules()
+    assert len(modules) == len(set(modules)) and set(modules) == pyx, (
+        f"not in setup.py's MODULES: {sorted(pyx - set(modules))}; no such .pyx: {sorted(set(modules) - pyx)}"
+    )
+
+
+# -- module size -------------------------------------------------------------------------------
+MAX_MODULE_LINES = 900  # a longer module is split by concern
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    """Every module under tengen/ and services/ (.py, .pyx and .pxd) has at most MAX_MODULE_LINES lines."""
+    long = [
+        f"{path.relative_to(REPO)}: {lines} lines"
+        for root in ("tengen", "services")
+        for suffix in ("*.py", "*.pyx", "*.pxd")
+        for path in sorted((REPO / root).rglob(suffix))
+        if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    ]
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by concern):\n" + "\n".join(long)
+
+
+def test_the_line_limit_names_a_long_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above fails on what it should: a fake tree with one .pyx a line too long."""
+    (tmp_path / "tengen" / "search").mkdir(parents=True)
+    (tmp_path / "services").mkdir()
+    (tmp_path / "tengen" / "search" / "tree.pyx").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    (tmp_path / "services" / "ok.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    with pytest.raises(AssertionError, match=rf"tengen/search/tree.pyx: {MAX_MODULE_LINES + 1} lines"):
+        test_no_module_is_over_the_line_limit()

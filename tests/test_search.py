@@ -10,16 +10,12 @@ import pytest
 from tengen.go import features, passalive
 from tengen.go.board import WHITE, Board
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL, PREV_PASS_1
-from tengen.search.mcts import (
-    NNCache,
-    Tree,
-    backup_batch,
-    dirichlet_alphas,
-    expected_atan,
-    select_batch,
-    symmetry_index,
-)
+from tengen.search.mcts import Tree, backup_batch, select_batch
+from tengen.search.nn_cache import NNCache
+from tengen.search.root_noise import dirichlet_alphas
+from tengen.search.score_utility import expected_atan
 from tengen.search.single_search import prune_visits, read_result, run
+from tengen.search.symmetry import symmetry_index
 
 # Black to move on 7x7. Two chains in a semeai: Black's (row 2) has one liberty at the right
 # end, White's (row 3) one at the left end (0, 3), shared by nobody. Capturing at (0, 3) (move

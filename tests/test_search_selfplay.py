@@ -16,7 +16,8 @@ from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
 from tengen.loop.rows import MAX_POLICY_SURPRISE, TrainingRows, decode, rows_from_record, validate, window_rows
 from tengen.proto import game_pb2
-from tengen.search.mcts import NNCache, Tree
+from tengen.search.mcts import Tree
+from tengen.search.nn_cache import NNCache
 from tengen.search.single_search import new_tree
 from tengen.selfplay.game import (
     SelfPlayGame,

@@ -12,7 +12,8 @@ from test_search import SEMEAI, Hashed, random_position
 from tengen.config import SearchConfig
 from tengen.go.board import BLACK, WHITE, Board
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
-from tengen.search.mcts import NNCache, Tree
+from tengen.search.mcts import Tree
+from tengen.search.nn_cache import NNCache
 from tengen.search.single_search import new_tree, run
 
 LAMBDA, ALPHA = 0.35, 0.8  # KataGo's values

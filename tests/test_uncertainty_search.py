@@ -13,7 +13,8 @@ from tengen.config import SearchConfig, load_config
 from tengen.go.board import Board
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
 from tengen.go.rules import parse_rules
-from tengen.search.mcts import NNCache, Tree
+from tengen.search.mcts import Tree
+from tengen.search.nn_cache import NNCache
 
 # search_fingerprint() as main computed it before these settings existed (commit eed84d5^, built
 # with `python setup.py build_ext --inplace`, tests/search_fingerprint.py copied in). Its evaluator

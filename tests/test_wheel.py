@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from test_layout import compiled_modules
 
 from tengen.loop.layout import DataDir
 
@@ -38,8 +39,8 @@ def test_a_wheel_installed_outside_the_checkout_runs_the_loop_to_a_candidate(tmp
     (wheel,) = (tmp_path / "dist").glob("tengen-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    for module in ("go/board", "go/playout", "go/passalive", "go/ladder", "go/features", "search/mcts"):
-        assert f"tengen/{module}{suffix}" in names, f"{module} is not compiled into the wheel"
+    for module in compiled_modules():
+        assert f"{module.replace('.', '/')}{suffix}" in names, f"{module} is not compiled into the wheel"
     for data in ("tengen/configs/tiny.yaml", "tengen/configs/cpu.yaml", "tengen/configs/cpu7.yaml",
                  "tengen/configs/paper.yaml", "services/inference/model.py", "services/inference/config.python.pbtxt",
                  "services/inference/config.onnxruntime.pbtxt", "services/inference/config.pytorch.pbtxt",

@@ -75,7 +75,8 @@ class _EngineRunner:
 
     def __init__(self, positions: list, visits: int) -> None:
         from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
-        from tengen.search.mcts import NNCache, Tree
+        from tengen.search.mcts import Tree
+        from tengen.search.nn_cache import NNCache
 
         size = positions[0].x_size
         self.positions, self.visits, self.next = positions, visits, 0

@@ -29,7 +29,8 @@ from tengen.go import passalive
 from tengen.go.board import BLACK, WHITE, Board
 from tengen.loop.ledger import END_MOVE_CAP, END_PASS_ALIVE, END_RESIGN, END_TWO_PASSES, MatchGameResult
 from tengen.nn.evaluator import Evaluator
-from tengen.search.mcts import NNCache, Tree
+from tengen.search.mcts import Tree
+from tengen.search.nn_cache import NNCache
 from tengen.search.single_search import read_result
 from tengen.selfplay.game import move_temperature, random_rules, sample_by_visits
 from tengen.selfplay.runner import BatchedRunner, Slot, per_evaluator

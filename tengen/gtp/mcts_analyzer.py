@@ -37,7 +37,7 @@ from tengen.gtp.analysis import (
     winrate_from_value,
 )
 from tengen.nn.evaluator import Evaluator
-from tengen.search.mcts import NNCache
+from tengen.search.nn_cache import NNCache
 from tengen.search.single_search import new_tree
 
 MAX_PV = 12  # moves of a principal variation

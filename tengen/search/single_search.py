@@ -16,7 +16,8 @@ from tengen.config import SearchConfig
 from tengen.go.board import Board
 from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
 from tengen.nn.evaluator import Evaluator
-from tengen.search.mcts import NNCache, Tree
+from tengen.search.mcts import Tree
+from tengen.search.nn_cache import NNCache
 
 
 @dataclass

@@ -31,7 +31,8 @@ from tengen.go.planes import NUM_GLOBAL, NUM_SPATIAL
 from tengen.loop.rows import row_count
 from tengen.nn.evaluator import Evaluator
 from tengen.proto import game_pb2
-from tengen.search.mcts import NNCache, Tree, backup_batch, select_batch
+from tengen.search.mcts import Tree, backup_batch, select_batch
+from tengen.search.nn_cache import NNCache
 from tengen.search.single_search import new_tree
 from tengen.selfplay.game import GameSteps, SelfPlayGame, SelfplaySettings
 

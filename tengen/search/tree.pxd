@@ -1,8 +1,9 @@
 # cython: language_level=3
-"""C-level layout of the search tree and the NN cache (see mcts.pyx)."""
+"""C-level layout of the search tree (tengen.search.playouts runs the playouts on it, tengen.search.mcts
+is its game-facing side): the nodes, the search's parameters, the states of nodes and playouts."""
 from libc.stdint cimport uint64_t
 
-from tengen.go.board cimport Board
+from tengen.go.board cimport C_BLACK
 
 # Node states.
 cdef enum:
@@ -33,8 +34,8 @@ cdef struct SearchParams:
     double subtree_bias_factor             # lambda of the subtree value bias correction; 0 = off
     double subtree_bias_exponent           # alpha: a node weighs (its child visits)^alpha in its bucket
     double score_utility_weight  # c_score
-    bint uncertainty_weighting             # each playout weighted by the net's uncertainty (mcts.pyx)
-    bint cpuct_variance_scaling            # cpuct scaled by each node's utility stdev (mcts.pyx)
+    bint uncertainty_weighting             # each playout weighted by the net's uncertainty (playouts.pyx)
+    bint cpuct_variance_scaling            # cpuct scaled by each node's utility stdev (playouts.pyx)
 
 
 cdef struct Node:
@@ -69,3 +70,8 @@ cdef struct Node:
     double node_u              # what the node itself counts in u_sum: nn_u + lambda ObsBias(bucket)
     double bias_err_w          # its current share of its bucket's sums: ObsError * weight,
     double bias_weight         #   and weight = (visits - 1)^alpha
+
+
+cdef inline double value_sign(int pla) noexcept nogil:
+    """+1 for Black, -1 for White: a node's sums (Black's view) times this are pla's view."""
+    return 1.0 if pla == C_BLACK else -1.0
