@@ -8,6 +8,11 @@ valid request succeeds (ratings: a game report, which is refused with 503 while 
 clients fill the cap, then accepted), and the time until the server has closed every stalled
 connection (the header deadline). Probes use a client timeout of 5 s; a probe past it counts as
 failed.
+
+With `--data-dir D` it uses the ports of the `tengen run` on D instead (its run.json): the ratings
+page, where the valid request is a leaderboard read (no bench games in a real run's ratings), and
+the trainer's health port; the trainer's samples before and after show whether the loop kept
+training meanwhile.
 """
 from __future__ import annotations
 
@@ -34,6 +39,8 @@ PROBE_TIMEOUT_S = 5.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--connections", type=positive_int, default=500,
                         help="stalled connections opened on each port (default 500)")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="stall the ports of the `tengen run` on this data dir instead of servers of its own")
 
 
 def _request(url: str, data: bytes | None = None, token: str | None = None) -> tuple[int, float]:
@@ -108,13 +115,13 @@ def _port_figures(name: str, healthz: str, port: int, n: int, seconds: float,
             url, body, token = write
             refused = 0
             while True:
-                status, _ = _request(url, body, token)
+                status, _ = _request(url, body or None, token)
                 if status == 200 or time.perf_counter() - started > max(seconds, 60.0):
                     break
                 refused += status == 503
                 time.sleep(0.2)
-            figures["write_ok_after_s"] = round(time.perf_counter() - started, 2) if status == 200 else None
-            figures["writes_refused_503"] = refused
+            figures["request_ok_after_s"] = round(time.perf_counter() - started, 2) if status == 200 else None
+            figures["requests_refused_503"] = refused
         watcher.join()
     finally:
         for sock in socks:
@@ -136,8 +143,8 @@ def _port_figures(name: str, healthz: str, port: int, n: int, seconds: float,
           f"(alone {figures['healthz_p50_ms_alone']} ms, ratio {figures['healthz_ratio']}), "
           f"max {figures['healthz_max_ms_stalled']} ms, {figures['healthz_failed_stalled']} failed; "
           f"every stalled connection closed by the server after {figures['stalled_all_closed_s']} s"
-          + (f"; a valid write accepted after {figures['write_ok_after_s']} s "
-             f"({figures['writes_refused_503']} refused with 503 before)" if write else ""), flush=True)
+          + (f"; a valid request answered after {figures['request_ok_after_s']} s "
+             f"({figures['requests_refused_503']} refused with 503 before)" if write else ""), flush=True)
     return figures
 
 
@@ -153,6 +160,8 @@ def run(args: argparse.Namespace) -> dict:
     # Each stalled connection is two descriptors in this process (client and server side).
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4 * args.connections + 256)), hard))
+    if args.data_dir is not None:
+        return _live_run(args)
     token = "bench-token"
     with tempfile.TemporaryDirectory(prefix="tengen-bench-") as tmp:
         store = RatingsStore(f"sqlite:///{Path(tmp) / 'bench.sqlite'}")
@@ -175,4 +184,33 @@ def run(args: argparse.Namespace) -> dict:
             health.close()
             ratings.stop(grace=1.0)
             store.close()
+    return figures
+
+
+def _live_run(args: argparse.Namespace) -> dict:
+    from urllib.parse import urlsplit
+
+    from tengen.loop.layout import DataDir
+    from tengen.run.status import scrape
+
+    state_file = DataDir(args.data_dir).run_state
+    try:
+        endpoints = json.loads(state_file.read_text())["endpoints"]
+        ratings, trainer = endpoints["ratings_http"], endpoints["trainer_http"]
+    except (OSError, ValueError, KeyError) as error:
+        raise SystemExit(f"no running `tengen run` on {args.data_dir} ({state_file}: {error})") from None
+
+    def samples() -> float | None:
+        return scrape(f"{trainer}/metrics").get("tengen_trainer_samples")
+
+    before = samples()
+    figures: dict[str, Any] = {
+        "ratings": _port_figures("ratings", f"{ratings}/healthz", int(urlsplit(ratings).port or 80),
+                                 args.connections, args.seconds, (f"{ratings}/api/leaderboard?n=1", b"", "")),
+        "trainer_health": _port_figures("trainer", f"{trainer}/healthz", int(urlsplit(trainer).port or 80),
+                                        args.connections, args.seconds, None),
+    }
+    after = samples()
+    figures["trainer_samples_before_after"] = [before, after]
+    print(f"the trainer trained {before} -> {after} samples meanwhile", flush=True)
     return figures
