@@ -25,7 +25,6 @@ import argparse
 import dataclasses
 import multiprocessing
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -186,15 +185,7 @@ def _selfplay_worker(device: str, tasks: Any, results: Any) -> None:
         runner = SelfplayRunner(evaluator, settings, config.search, games_in_parallel=games,
                                 leaves_per_game=config.selfplay.leaves_per_game, seed=seed)
         time.sleep(max(0.0, start_at - time.time()))
-        stop = threading.Event()
-        timer = threading.Timer(seconds, stop.set)
-        timer.start()
-        try:
-            for _ in runner.run(None, stop=stop):
-                pass
-        finally:
-            timer.cancel()
-        stats = runner.stats.as_dict()
+        stats = runner.play_for(seconds)
         results.put({"positions_per_s": stats["moves_per_s"], "evals_per_s": stats["leaves_per_s"],
                      "mean_batch": stats["mean_batch"]})
 
