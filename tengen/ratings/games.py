@@ -27,6 +27,7 @@ from tengen.go.board import BLACK, WHITE
 from tengen.go.rules import parse_rules
 from tengen.go.sgf import SgfError, SgfGame, read_game, write_game
 from tengen.infra.files import read_lines
+from tengen.loop.ids import id_problem
 from tengen.loop.layout import DataDir
 from tengen.loop.ledger import END_RESIGN, MatchFile, MatchGameResult, check_candidate_name
 from tengen.ratings.records import InvalidRequest, RatingsError
@@ -36,9 +37,6 @@ log = logging.getLogger(__name__)
 MAX_SGF_BYTES = 4 * 1024 * 1024  # a 19x19 self-play game with comments is ~30 KB
 MAX_HEADER_BYTES = 64 * 1024  # the first line of a match file
 MAX_VERSION = 10**12
-# A game id as the self-play worker names its file: no path separator, no control character,
-# not starting with a dot (which also refuses "." and ".."), at most 200 characters.
-_GAME_ID = re.compile(r"[^/\\\x00-\x1f\x7f.][^/\\\x00-\x1f\x7f]{0,199}")
 _VERSION_DIR = re.compile(r"v(\d{1,12})")
 
 
@@ -59,9 +57,10 @@ def check_version(text: str) -> int:
 
 
 def check_game_id(text: str) -> str:
-    if not _GAME_ID.fullmatch(text):
-        raise InvalidRequest(f"bad game id {text!r}: 1-200 characters, no '/', '\\' or control "
-                             "characters, not starting with '.'")
+    """A game id as the loop names games (tengen.loop.ids: no path separator, dot first or control
+    character can reach the file system); InvalidRequest otherwise."""
+    if problem := id_problem(text):
+        raise InvalidRequest(f"bad game id: {problem}")
     return text
 
 
@@ -160,7 +159,7 @@ class GameLibrary:
         try:
             with os.scandir(directory) as listing:
                 for entry in listing:
-                    if not entry.name.endswith(".sgf") or not _GAME_ID.fullmatch(entry.name[:-4]):
+                    if not entry.name.endswith(".sgf") or id_problem(entry.name[:-4]):
                         continue
                     try:
                         if not entry.is_file(follow_symlinks=False):
