@@ -83,6 +83,7 @@ def _bad_inputs(tmp: Path) -> dict[str, list[str]]:
         "tengen bench ab": ["--preset", "nope"],
         "tengen bench fit": ["--window", missing, "--held-out", missing],
         "tengen bench slow-clients": ["--connections", "0"],
+        "tengen bench gpu-loop": ["--processes", "0"],
         "tengen sgf check": [missing + ".sgf"],
         "tengen sgf score": [str(bad_sgf)],
         "tengen ratings top": ["--data-dir", missing],
