@@ -190,15 +190,12 @@ def run(args: argparse.Namespace) -> dict:
 def _live_run(args: argparse.Namespace) -> dict:
     from urllib.parse import urlsplit
 
-    from tengen.loop.layout import DataDir
-    from tengen.run.status import scrape
+    from tengen.run.status import run_state, scrape
 
-    state_file = DataDir(args.data_dir).run_state
-    try:
-        endpoints = json.loads(state_file.read_text())["endpoints"]
-        ratings, trainer = endpoints["ratings_http"], endpoints["trainer_http"]
-    except (OSError, ValueError, KeyError) as error:
-        raise SystemExit(f"no running `tengen run` on {args.data_dir} ({state_file}: {error})") from None
+    endpoints = run_state(args.data_dir).get("endpoints", {})
+    if "ratings_http" not in endpoints or "trainer_http" not in endpoints:
+        raise SystemExit(f"no running `tengen run` on {args.data_dir} (no run.json with its addresses)")
+    ratings, trainer = endpoints["ratings_http"], endpoints["trainer_http"]
 
     def samples() -> float | None:
         return scrape(f"{trainer}/metrics").get("tengen_trainer_samples")

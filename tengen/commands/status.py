@@ -15,7 +15,6 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 from tengen.commands import CommandError
 
@@ -48,7 +47,7 @@ def _started(records: Path) -> tuple[str | None, float | None]:
 def _run(args: argparse.Namespace) -> int:
     from tengen.config import load_config
     from tengen.loop.layout import DataDir
-    from tengen.run.status import StatusReader, render_screen
+    from tengen.run.status import StatusReader, render_screen, run_state
     from tengen.run.supervisor import ChildState
 
     data_dir = args.data_dir or Path(os.environ.get("TENGEN_DATA_DIR", "tengen-data"))
@@ -56,12 +55,7 @@ def _run(args: argparse.Namespace) -> int:
     if not data_dir.is_dir():
         raise CommandError(f"no data dir at {data_dir} (give the run's --data-dir)")
     preset, started = _started(layout.run_records)
-    state: dict[str, Any] = {}
-    if layout.run_state.exists():
-        try:
-            state = json.loads(layout.run_state.read_text())
-        except (OSError, ValueError):
-            state = {}
+    state = run_state(data_dir)
     running = bool(state) and _alive(state.get("pid"))
     endpoints = state.get("endpoints", {}) if running else {}
     config = load_config(state.get("preset") or preset or "cpu")

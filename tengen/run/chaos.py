@@ -33,7 +33,7 @@ from tengen.infra.outbox import spooled_keys
 from tengen.infra.process import marked_processes, stop_marked
 from tengen.loop.layout import DataDir
 from tengen.loop.messages import GAMES_TOPIC
-from tengen.run.status import scrape
+from tengen.run.status import run_state, scrape
 from tengen.train.window import IDS, Window, WindowError
 
 log = logging.getLogger(__name__)
@@ -45,14 +45,6 @@ AT_RISK_GOAL = 5  # ... and the pause goes on until this many wait (a slow box m
 
 class DrillError(RuntimeError):
     """The run did not recover within the bound, or exited."""
-
-
-def run_state(data_dir: Path) -> dict:
-    """`run.json` of a live run: its endpoints and child pids ({} while there is none)."""
-    try:
-        return json.loads(DataDir(data_dir).run_state.read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def window_ids(data_dir: Path, config: Config) -> dict[str, str]:

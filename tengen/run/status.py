@@ -75,6 +75,14 @@ class Status:
     events: list[str] = field(default_factory=list)
 
 
+def run_state(data_dir: Path) -> dict:
+    """`run.json` of a live run: its endpoints and child pids ({} while there is none)."""
+    try:
+        return json.loads(DataDir(data_dir).run_state.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def scrape(url: str) -> dict[str, float]:
     """Prometheus samples at `url` summed over labels ({sample name: value}); {} when unreachable."""
     from prometheus_client.parser import text_string_to_metric_families
