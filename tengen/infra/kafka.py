@@ -574,9 +574,11 @@ class GroupConsumer:
 
     @property
     def assigned(self) -> bool:
-        """The group has given this member its partitions (the join has completed)."""
+        """The group has given this member its partitions and no new join is in flight. kafka-python
+        keeps the old assignment while it rejoins (after a broker restart, say), and polls that never
+        wait never finish that join: a trainer polling so read nothing for a whole minute."""
         consumer = self._consumer
-        return consumer is not None and bool(consumer.assignment())
+        return consumer is not None and bool(consumer.assignment()) and not _join_in_flight(consumer)
 
     def _report_connectivity(self, got_records: bool) -> None:
         # kafka-python reconnects by itself and only logs per socket; one clear line per change.
