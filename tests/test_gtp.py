@@ -104,11 +104,33 @@ class Session:
 
 @pytest.fixture
 def session(tiny_export: Path) -> Iterator[Session]:
-    s = Session("--model", str(tiny_export), "--threads", "1", "--size", "9", "--komi", "6.5")
+    s = Session("--model", str(tiny_export), "--threads", "1", "--size", "9", "--komi", "6.5", "--visits", "1")
     yield s
     if s.proc.poll() is None:
         s.proc.kill()
     s.proc.wait()
+
+
+@pytest.mark.parametrize("trained, size", [([7], 7), ([7, 9], 9), (None, 9)])
+def test_defaults_are_the_loops_board_and_visits(tmp_path: Path, trained: list[int] | None, size: int) -> None:
+    """Without --size the board is the largest size the export's sidecar says it was trained on
+    (else 9, what the presets train); without --visits the engine searches the live curve's 100."""
+    torch.manual_seed(0)
+    export = tmp_path / "net.pt"
+    export_model(build_model("b1c16"), export, samples_seen=0,
+                 extra={"trained_board_sizes": trained} if trained else None)
+    s = Session("--model", str(export), "--threads", "1")
+    try:
+        assert s.ask("version")[0].endswith(", visits 100)")
+        last = "ABCDEFGHJ"[size - 1]
+        assert s.ask(f"play b {last}{size}") == ["= "]  # the far corner is on the board
+        assert s.ask(f"play w {'ABCDEFGHJK'[size]}1")[0].startswith("? ")  # one column past it is not
+        s.send("quit")
+        assert s.response() == ["= "]
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+        s.proc.wait()
 
 
 def test_scripted_session(session: Session) -> None:
@@ -550,8 +572,8 @@ def test_gtp_through_triton(triton_server, tiny_export: Path) -> None:
     script = ["boardsize 9", "genmove b", "genmove w", "genmove b"]
     moves = {}
     for label, args in {
-        "triton": ("--triton", triton_server.grpc_url, "--model", name, "--model-version", "1"),
-        "local": ("--model", str(tiny_export), "--threads", "1"),
+        "triton": ("--triton", triton_server.grpc_url, "--model", name, "--model-version", "1", "--visits", "1"),
+        "local": ("--model", str(tiny_export), "--threads", "1", "--visits", "1"),
     }.items():
         s = Session(*args)
         try:

@@ -112,7 +112,8 @@ def test_the_learner_trains_the_head_and_adds_it_to_an_older_checkpoint(tmp_path
 def test_gtp_refuses_an_optimistic_policy_the_model_lacks(tmp_path: Path) -> None:
     export_model(build_model("b1c16"), tmp_path / "plain.pt", samples_seen=0)
     result = subprocess.run(
-        [sys.executable, "-m", "tengen.cli", "gtp", "--model", str(tmp_path / "plain.pt"), "--policy", "optimistic"],
+        [sys.executable, "-m", "tengen.cli", "gtp", "--model", str(tmp_path / "plain.pt"), "--policy", "optimistic",
+         "--visits", "1"],
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
     )
     assert result.returncode == 2

@@ -197,6 +197,7 @@ def test_trainer_ingests_exactly_once_across_a_kill(broker: LocalBroker, tmp_pat
     announcement = CandidateAnnouncement.from_bytes(candidates[0].value)
     module, metadata = load_export(announcement.path)
     assert metadata["samples_seen"] == announcement.samples >= 256
+    assert metadata["trained_board_sizes"] == [POS_LEN]  # the tiny preset's board: `tengen gtp` starts on it
     assert list((tmp_path / "tensorboard" / "trainer").iterdir())
 
 

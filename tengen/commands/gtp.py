@@ -1,9 +1,10 @@
 """`tengen gtp`: play and analyse over GTP (Sabaki, GoGui, Lizzie, KaTrain's GTP engines).
 
 The net is either an export file run in this process (`--model PATH`) or a model served by
-Triton (`--triton URL --model NAME`). `--visits 1` plays the raw policy (one evaluation per
-move); more visits search with tengen.search's MCTS (see tengen.gtp.mcts_analyzer) and play the most
-visited move. The protocol runs on stdin/stdout; logs go to stderr.
+Triton (`--triton URL --model NAME`). It searches 100 visits a move by default with tengen.search's
+MCTS (see tengen.gtp.mcts_analyzer) and plays the most visited move; `--visits 1` plays the raw
+policy (one evaluation per move). The board is the size the export was trained on unless --size or
+the GUI's boardsize says otherwise. The protocol runs on stdin/stdout; logs go to stderr.
 """
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ import logging
 import sys
 from typing import Any
 
+from tengen.config import StrengthConfig
 from tengen.infra.entrypoint import positive_float, positive_int
 
 log = logging.getLogger(__name__)
 
 MCTS_ANALYSIS_VISITS = 20_000
+DEFAULT_VISITS = StrengthConfig.visits  # what the loop's live curve measures at
+DEFAULT_SIZE = 9  # what the presets train, for an export whose sidecar names no trained size
 # A person (or a GUI) is waiting: a mistyped or stopped Triton is reported after this, not after the
 # five minutes a self-play worker waits for a restarting server.
 TRITON_WAIT_S = 30.0
@@ -58,8 +62,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags that build an engine (shared with `tengen eval`)."""
     add_model_arguments(parser)
-    parser.add_argument("--visits", type=positive_int, default=1,
-                        help="playouts per move: 1 (default) plays the raw policy, more search with MCTS")
+    parser.add_argument("--visits", type=positive_int, default=DEFAULT_VISITS,
+                        help=f"playouts per move: 1 plays the raw policy, more search with MCTS (default "
+                        f"{DEFAULT_VISITS}, the strength service's, so a score compares with the live curve)")
 
 
 def build_evaluator(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
@@ -100,6 +105,15 @@ def describe_model(args: argparse.Namespace, metadata: dict[str, Any]) -> str:
     return f"{arch}, {metadata.get('samples_seen', 0):,} samples"
 
 
+def trained_size(metadata: dict[str, Any]) -> int:
+    """The largest board size an export's sidecar says it was trained on, else DEFAULT_SIZE (older
+    exports and Triton name none)."""
+    sizes = metadata.get("trained_board_sizes")
+    if isinstance(sizes, list) and sizes and all(isinstance(s, int) and 7 <= s <= 19 for s in sizes):
+        return max(sizes)
+    return DEFAULT_SIZE
+
+
 def analysis_visits(args: argparse.Namespace) -> int:
     """lz-analyze / kata-analyze budget: --analysis-visits, else the raw net's root plus its ten
     best children for --visits 1, else MCTS_ANALYSIS_VISITS (the analysis ends at the next command
@@ -124,7 +138,7 @@ def _run(args: argparse.Namespace) -> int:
             analyzer,
             visits=args.visits,
             analysis_visits=analysis_visits(args),
-            size=args.size,
+            size=args.size or trained_size(metadata),
             komi=args.komi,
             rules=args.rules,
             name=args.name,
@@ -157,8 +171,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--rules", type=_rules, default=KATAGO,
                         help="starting rules: tromp-taylor, chinese, katago, an explicit "
                         "ko=...,suicide=... string or a common name (default katago)")
-    parser.add_argument("--size", type=int, default=19, choices=range(7, 20), metavar="7..19",
-                        help="starting board size (default 19)")
+    parser.add_argument("--size", type=int, default=None, choices=range(7, 20), metavar="7..19",
+                        help="starting board size (default: the largest size the export was trained on, "
+                        f"from its sidecar; else {DEFAULT_SIZE})")
     parser.add_argument("--komi", type=float, default=7.5, help="starting komi (default 7.5)")
     parser.add_argument("--name", default="tengen", help="name the engine reports (default tengen)")
     parser.add_argument("--resign-threshold", type=float, default=0.0,
