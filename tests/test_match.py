@@ -69,7 +69,7 @@ def test_eval_gnugo_writes_sgfs_and_ratings(gnugo: str, tiny_export: Path, tmp_p
     code = main([
         "eval", "gnugo", "--model", str(tiny_export), "--level", "1", "--games", "2", "--size", "9",
         "--komi", "7.5", "--max-moves", "200", "--sgf-dir", str(sgf_dir), "--data-dir", str(data_dir),
-        "--gnugo", gnugo,
+        "--gnugo", gnugo, "--visits", "1",
     ])
     out = capsys.readouterr().out
     assert code == 0, out
