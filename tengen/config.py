@@ -191,7 +191,7 @@ class RatingsConfig:
     """The ratings service's settings (services.ratings) and its clients' (url, token)."""
 
     prior_draws: float = 2.0  # the prior's weight in virtual draws (BayesElo's default)
-    anchor: str = ""  # the player held at Elo 0; empty: the mean rating is held at 0
+    anchor: str = ""  # the player held at Elo 0; empty: GNU Go's lowest level that has played, else the mean
     token: str = ""  # bearer token for writes; empty: the data dir's token file
     url: str = ""  # gRPC address of the ratings service; empty = open the store directly
     database_url: str = ""  # SQLAlchemy URL; empty = SQLite file in the data dir

@@ -235,3 +235,23 @@ def test_extreme_values_within_bounds_are_stored_and_read_back(database_url: str
     assert played["tokyo"] == datetime(2026, 1, 1, 18, 4, 5, tzinfo=UTC)
     assert store.player("a").training_samples == 2**63 - 1
     store.close()
+
+
+def test_the_scale_is_held_by_gnu_gos_lowest_level_unless_an_anchor_is_configured(tmp_path: Path) -> None:
+    """One scale wherever Elo is shown: with no anchor configured, GNU Go's lowest level that has
+    played is held at 0 (gnugo-l10 sorts before gnugo-l5 as text, not as a level)."""
+    store = RatingsStore(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    store.report([GameReport(f"g{i}", "v1", opponent, result, "test") for i, (opponent, result) in
+                  enumerate([("gnugo-l10", "W"), ("gnugo-l5", "B"), ("gnugo-l5", "W"), ("v2", "B"), ("v2", "W")])])
+    elo = {r.name: r.elo for r in RatingsBook(store).leaderboard().ratings}
+    assert elo["gnugo-l5"] == 0.0 and elo["gnugo-l10"] > 0.0
+    assert RatingsBook(store).leaderboard().summary.anchor == "gnugo-l5"
+    assert {r.name: r.elo for r in RatingsBook(store, anchor="v2").leaderboard().ratings}["v2"] == 0.0
+    store.close()
+
+    plain = RatingsStore(f"sqlite:///{tmp_path / 'plain.sqlite'}")
+    plain.report([GameReport("p1", "v1", "v2", "B", "test"), GameReport("p2", "v1", "v2", "W", "test"),
+                  GameReport("p3", "v2", "v3", "B", "test")])
+    board = RatingsBook(plain).leaderboard()
+    assert board.summary.anchor == "" and abs(sum(r.elo for r in board.ratings)) < 1e-6  # the mean held at 0
+    plain.close()

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from tengen.commands.gtp import add_engine_arguments
 from tengen.commands.match import add_game_arguments, play_match
-from tengen.gtp.gnugo import GNUGO_LEVELS, INSTALL_HINT, anchor_name, find_gnugo, gnugo_command, model_command
-from tengen.loop.messages import version_player
+from tengen.gtp.gnugo import GNUGO_LEVELS, INSTALL_HINT, find_gnugo, gnugo_command, model_command
+from tengen.loop.messages import anchor_name, version_player
 
 
 def model_name(args: argparse.Namespace) -> str:

@@ -16,11 +16,6 @@ INSTALL_HINT = (
 )
 
 
-def anchor_name(level: int) -> str:
-    """The ratings name of GNU Go at `level` (an anchor player)."""
-    return f"gnugo-l{level}"
-
-
 def find_gnugo(explicit: str | None = None) -> str | None:
     """The gnugo binary: `explicit`, else gnugo on PATH, else Debian's /usr/games/gnugo."""
     if explicit:

@@ -84,6 +84,17 @@ def player_version(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def anchor_name(level: int) -> str:
+    """The ratings name of GNU Go at `level` (an anchor player)."""
+    return f"gnugo-l{level}"
+
+
+def anchor_level(name: str) -> int | None:
+    """The GNU Go level of an anchor's ratings name `gnugo-l<level>`, or None for any other name."""
+    match = re.fullmatch(r"gnugo-l(\d{1,2})", name)
+    return int(match.group(1)) if match else None
+
+
 def candidate_player(model: str, candidate: str) -> str:
     """The ratings name of a candidate that was not promoted."""
     return f"{model}-{candidate}"

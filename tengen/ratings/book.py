@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from tengen.config import RatingsConfig
+from tengen.loop.messages import anchor_level
 from tengen.ratings import elo
 from tengen.ratings.records import InvalidRequest, UnknownPlayer
 from tengen.ratings.store import RatingsStore, StoredPlayer
@@ -102,6 +104,17 @@ def _row(player: StoredPlayer, fit: elo.Fit) -> RatingRow:
     )
 
 
+def held_at_zero(configured: str | None, players: Iterable[str]) -> str | None:
+    """The player whose rating holds the scale: the configured anchor, else GNU Go's lowest level
+    that has played (one scale for the page, the status line and the CLI), else None (the mean is
+    held). An anchor that has not played yet cannot hold the scale."""
+    names = set(players)
+    if configured:
+        return configured if configured in names else None
+    levels = sorted((level, name) for name in names if (level := anchor_level(name)) is not None)
+    return levels[0][1] if levels else None
+
+
 class RatingsBook:
     """Bayesian Elo over everything in `store`, with the configured prior and anchor."""
 
@@ -121,8 +134,7 @@ class RatingsBook:
 
     def _fit(self, prior_draws: float | None) -> tuple[elo.Tally, elo.Fit, FitSummary]:
         tally = self.store.tally()
-        # An anchor that has not played yet cannot hold the scale: fall back to the mean.
-        anchor = self.anchor if self.anchor in tally.players else None
+        anchor = held_at_zero(self.anchor, tally.players)
         fit = elo.fit(
             tally,
             prior_draws=self.prior_draws if prior_draws is None else prior_draws,

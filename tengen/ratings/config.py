@@ -67,7 +67,7 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
                              "$TENGEN_RATINGS__PRIOR_DRAWS, else 2)")
     parser.add_argument("--anchor", default=None,
                         help="player held at Elo 0 (default ratings.anchor: $TENGEN_RATINGS__ANCHOR; unset: "
-                             "the mean rating is 0)")
+                             "GNU Go's lowest level that has played, gnugo-l<L>, else the mean rating)")
     parser.add_argument("--max-batch", type=positive_int, default=None,
                         help="most games one report may carry; imports to a service send batches of this size "
                              "(default ratings.max_batch: $TENGEN_RATINGS__MAX_BATCH, else 1000)")

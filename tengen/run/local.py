@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Iterator, TextIO
 
 from tengen.config import Config
-from tengen.gtp.gnugo import anchor_name
 from tengen.infra.broker import LocalBroker
 from tengen.infra.process import marking_descendants, stop_marked
 from tengen.infra.triton.repository import ModelRepository
 from tengen.infra.triton.server import LocalTriton
 from tengen.loop.layout import DataDir
+from tengen.loop.progress import RunProgress
 from tengen.ratings.config import load_or_create_token
 from tengen.run.bootstrap import ensure_model
 from tengen.run.ports import PortPicker
@@ -113,6 +113,7 @@ class LocalRun:
         self.repository: ModelRepository | None = None
         self.endpoints: Endpoints | None = None
         self.supervisor: Supervisor | None = None
+        self.progress: RunProgress | None = None  # the last status line's figures, for run.json
 
     # -- the run --------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> int:
@@ -200,9 +201,6 @@ class LocalRun:
         )
         env = self._service_env(token)
         preset = ["--preset", opts.preset]
-        # Elo on GNU Go's scale: its weakest measured level is held at 0 once it has played.
-        levels = cfg.strength.gnugo_levels
-        anchor = ["--anchor", anchor_name(min(levels))] if levels else []
 
         def service(name: str, module: str, *args: str, grace_s: float = 20.0) -> ServiceProcess:
             return ServiceProcess(name, [sys.executable, "-m", module, *args], env, self.logs / f"{name}.log",
@@ -213,7 +211,7 @@ class LocalRun:
                         after_start=lambda: self._prepare_broker(broker.bootstrap), pid=lambda: broker.pid),
             ServerChild("triton", triton, start_timeout_s=300.0, stop_grace_s=20.0, pid=lambda: triton.pid),
             service("ratings", "services.ratings", "--data-dir", str(self.data_dir), "--host", "127.0.0.1",
-                    "--grpc-port", str(ratings_grpc), "--http-port", str(ratings_http), *anchor),
+                    "--grpc-port", str(ratings_grpc), "--http-port", str(ratings_http)),
             # The trainer checkpoints on SIGTERM: give it time.
             service("trainer", "services.trainer", *preset, "--http-port", str(trainer_http), grace_s=60.0),
             # A promotion under way (load and warm-up in Triton: ~30 s on a busy 2-core box) finishes.
@@ -269,6 +267,8 @@ class LocalRun:
         status.duration_s = self.options.duration_s
         status.services = self.supervisor.states()
         status.events = list(self.supervisor.events)
+        self.progress = RunProgress(time.time(), elapsed_s, status.duration_s, status.samples, status.games_played,
+                                    status.games_per_s)
         if self.options.interactive:
             title = f"tengen run · preset {self.config.preset} · {self.data_dir}"
             footer = [f"ratings page {self.endpoints.ratings_http}/   "
@@ -284,6 +284,8 @@ class LocalRun:
         ep = self.endpoints
         state = {"pid": os.getpid(), "preset": self.options.preset, "data_dir": str(self.data_dir),
                  "endpoints": ep.__dict__ if ep else {}, "children": self.supervisor.pids() if self.supervisor else {}}
+        if self.progress is not None:
+            state["progress"] = self.progress.to_json()  # the ratings page shows it (tengen.loop.progress)
         tmp = self.layout.run_state.with_name(f".{self.layout.run_state.name}.tmp")
         tmp.write_text(json.dumps(state, indent=1) + "\n")
         os.replace(tmp, self.layout.run_state)

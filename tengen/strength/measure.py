@@ -23,9 +23,9 @@ from typing import Any, Callable
 from tengen.config import StrengthConfig
 from tengen.go.rules import KATAGO
 from tengen.gtp.engine_match import EngineMatchSettings, EngineSpec, GameOutcome, Match
-from tengen.gtp.gnugo import anchor_name, gnugo_command, model_command
+from tengen.gtp.gnugo import gnugo_command, model_command
 from tengen.loop.layout import DataDir
-from tengen.loop.messages import version_player
+from tengen.loop.messages import anchor_name, version_player
 from tengen.nn.export import export_samples
 from tengen.ratings.report import Reporter
 
