@@ -31,6 +31,26 @@ def test_version_names_the_package_version_and_the_checkout_s_commit() -> None:
     assert done.stdout.startswith("tengen 0.1.0") and commit is not None and f"(commit {commit[:12]}" in done.stdout
 
 
+def _help(*command: str) -> str:
+    """The --help text as a user reads it, with argparse's line wrapping undone."""
+    out = subprocess.run([sys.executable, "-m", "tengen.cli", *command, "--help"], capture_output=True, text=True,
+                         check=True, env={**os.environ, "COLUMNS": "80"}).stdout
+    return " ".join(out.split())
+
+
+def test_help_texts_say_what_the_commands_do() -> None:
+    # The strength service is one of the processes `tengen run` starts.
+    assert "strength" in _help("run").split("options:")[0] and "gating, strength" in _help()
+    # A hand hot swap that self-play follows needs the broker (models promote announces on it).
+    assert "TENGEN_KAFKA_BOOTSTRAP=... tengen models promote" in _help("run")
+    # Reading the leaderboard takes no write-side flags.
+    for action in ("top", "player"):
+        assert "--token" not in _help("ratings", action) and "--max-batch" not in _help("ratings", action)
+    assert "--token" in _help("ratings", "import") and "--max-batch" in _help("ratings", "import")
+    # The explicit rules example survives wrapping at 80 columns.
+    assert "'ko=simple,suicide=no'" in _help("sgf", "check")
+
+
 def test_unknown_command_is_an_error() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "tengen.cli", "no-such-command"], capture_output=True, text=True

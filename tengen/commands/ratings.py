@@ -235,16 +235,20 @@ def _readable_file(text: str) -> Path:
     return path
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
+def _add_common(parser: argparse.ArgumentParser, writes: bool) -> None:
+    """The store or service to use; the write-side flags (--token, --max-batch) only where `writes`."""
     from tengen.ratings.config import add_store_arguments
 
-    add_store_arguments(parser)
+    add_store_arguments(parser, writes)
     parser.add_argument(
         "--url",
         default=None,
         help="gRPC address host:port of a ratings service (default ratings.url: $TENGEN_RATINGS_URL); "
         "unset: open the data dir's store directly",
     )
+    if not writes:
+        parser.set_defaults(token=None)
+        return
     parser.add_argument(
         "--token",
         default=None,
@@ -265,7 +269,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     top = actions.add_parser("top", help="the leaderboard", description="Rated players, best first.")
     top.add_argument("--n", type=_count, default=20, help="how many players (default 20; 0: all)")
     top.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    _add_common(top)
+    _add_common(top, writes=False)
     top.set_defaults(func=_run, action=_top)
 
     player = actions.add_parser(
@@ -274,7 +278,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     player.add_argument("name", help="player name, e.g. a model version")
     player.add_argument("--json", action="store_true", help="print JSON instead of text")
-    _add_common(player)
+    _add_common(player, writes=False)
     player.set_defaults(func=_run, action=_player)
 
     imp = actions.add_parser(
@@ -290,5 +294,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="declare every player in the file as this kind (default: new players become engines)",
     )
     imp.add_argument("--n", type=_count, default=20, help="players shown after the import (default 20)")
-    _add_common(imp)
+    _add_common(imp, writes=True)
     imp.set_defaults(func=_run, action=_import)

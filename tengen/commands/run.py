@@ -1,8 +1,10 @@
 """`tengen run`: the whole training loop on this machine (what `make run` starts).
 
 Starts, as child processes: a Kafka-protocol broker (Tansu, in memory), Triton on the data dir's
-model repository, the ratings service (SQLite in the data dir), one trainer, one gating service and
-the preset's number of selfplay workers (--workers overrides it). A new data dir first gets model
+model repository, the ratings service (SQLite in the data dir, the page at http://127.0.0.1:8061/),
+one trainer, one gating service, the strength service (each new version against GNU Go at the
+preset's levels: the live curve) and the preset's number of selfplay workers (--workers overrides
+it). A new data dir first gets model
 version 1, a random net of the preset's architecture. Settings reach the services through the
 environment (TENGEN_DATA_DIR, TENGEN_KAFKA_BOOTSTRAP, TENGEN_TRITON_URL, TENGEN_RATINGS_URL,
 TENGEN_RATINGS_TOKEN) and --preset; other TENGEN_<SECTION>__<KEY> overrides in your environment
@@ -18,9 +20,12 @@ Ctrl-C, SIGTERM or the end of --duration stops everything cleanly: selfplay and 
 then the trainer (it checkpoints), ratings, Triton, the broker; then it prints where the SGFs,
 TensorBoard logs, models and ratings are. Everything lives in the data dir, so running again with
 the same --data-dir continues the run (window, checkpoints, model versions, ratings). While it
-runs, <data-dir>/run.json lists the services' addresses, e.g. for
-`TENGEN_TRITON_URL=... tengen models promote model.pt` (a hand hot swap) or
+runs, <data-dir>/run.json lists the services' addresses (`tengen status` reads it), e.g. for
+`TENGEN_TRITON_URL=... TENGEN_KAFKA_BOOTSTRAP=... tengen models promote model.pt` (a hand hot swap
+that self-play follows: without the broker nothing is announced and self-play keeps its version) or
 `TENGEN_RATINGS_URL=... tengen ratings top`.
+
+Two hours on a 2-core box take 9x9 from a random net past GNU Go level 1 (docs/results.md).
 """
 from __future__ import annotations
 
@@ -136,7 +141,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "run", help="the whole training loop on this machine (broker, Triton, ratings, trainer, gating, selfplay)",
+        "run", help="the whole training loop on this machine (broker, Triton, ratings, trainer, gating, strength, "
+        "selfplay)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_preset_argument(parser, "the preset: tiny (minutes, for tests), cpu (one CPU box, 9x9), cpu7 (one CPU box, "

@@ -8,9 +8,9 @@ import argparse
 import sys
 
 RULES_HELP = (
-    "rules to replay under: tromp-taylor, chinese, katago, or "
-    "'ko=simple|positional|situational,suicide=yes|no[,scoring=area|katago]' "
-    "(default: the file's RU, else katago)"
+    "rules to replay under: tromp-taylor, chinese, katago, or an explicit ko and suicide rule, "
+    "e.g. 'ko=simple,suicide=no' (ko: simple, positional or situational; suicide: yes or no; "
+    "optionally scoring: area or katago) (default: the file's RU, else katago)"
 )
 
 

@@ -54,8 +54,9 @@ def fill_from_config(args: argparse.Namespace, config: Config) -> None:
             setattr(args, dest, Path(value) if dest in _PATHS else value)
 
 
-def add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags that say which store to open and how to fit it (shared by the service and the CLI)."""
+def add_store_arguments(parser: argparse.ArgumentParser, writes: bool = True) -> None:
+    """Flags that say which store to open and how to fit it (shared by the service and the CLI);
+    `writes` False leaves out --max-batch, which only a writer's reports use."""
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="data dir holding the SQLite store and token file (default run.data_dir: "
                              "$TENGEN_DATA_DIR, else ./tengen-data)")
@@ -68,6 +69,9 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--anchor", default=None,
                         help="player held at Elo 0 (default ratings.anchor: $TENGEN_RATINGS__ANCHOR; unset: "
                              "GNU Go's lowest level that has played, gnugo-l<L>, else the mean rating)")
+    if not writes:
+        parser.set_defaults(max_batch=None)  # the store's own limit, from the configuration
+        return
     parser.add_argument("--max-batch", type=positive_int, default=None,
                         help="most games one report may carry; imports to a service send batches of this size "
                              "(default ratings.max_batch: $TENGEN_RATINGS__MAX_BATCH, else 1000)")
