@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from tengen.config import Config
 from tengen.infra.triton.repository import version_export_path
 from tengen.loop.layout import DataDir, candidate_samples
+from tengen.loop.progress import run_state as run_state  # its one reader, re-exported for the run's tools
 from tengen.nn.export import export_samples
 
 if TYPE_CHECKING:
@@ -73,14 +74,6 @@ class Status:
     gating: dict[str, Any] | None = None
     leaders: list[LeaderRow] | None = None  # None: ratings not reachable
     events: list[str] = field(default_factory=list)
-
-
-def run_state(data_dir: Path) -> dict:
-    """`run.json` of a live run: its endpoints and child pids ({} while there is none)."""
-    try:
-        return json.loads(DataDir(data_dir).run_state.read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def scrape(url: str) -> dict[str, float]:
