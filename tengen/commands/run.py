@@ -19,7 +19,8 @@ the run with exit code 1.
 Ctrl-C, SIGTERM or the end of --duration stops everything cleanly: selfplay and gating first,
 then the trainer (it checkpoints), ratings, Triton, the broker; then it prints where the SGFs,
 TensorBoard logs, models and ratings are. Everything lives in the data dir, so running again with
-the same --data-dir continues the run (window, checkpoints, model versions, ratings). While it
+the same --data-dir continues the run (window, checkpoints, model versions, ratings).
+--init-model starts a new data dir from an existing net instead of a random one (a warm start). While it
 runs, <data-dir>/run.json lists the services' addresses (`tengen status` reads it), e.g. for
 `TENGEN_TRITON_URL=... TENGEN_KAFKA_BOOTSTRAP=... tengen models promote model.pt` (a hand hot swap
 that self-play follows: without the broker nothing is announced and self-play keeps its version) or
@@ -107,6 +108,16 @@ def _run(args: argparse.Namespace) -> int:
     if found is None:
         return 2
     config, preset, data_dir = found
+    if args.init_model is not None:
+        from tengen.run.bootstrap import place_init_model
+
+        try:
+            placed = place_init_model(config, args.init_model)
+        except ValueError as exc:
+            print(f"tengen run: {exc}", file=sys.stderr)
+            return 2
+        print(f"tengen run: warm start from {args.init_model} ({placed['architecture']['name']}, "
+              f"{placed['init_from']['samples_seen']:,} samples elsewhere)", flush=True)
     workers = args.workers or config.selfplay.workers
     config.selfplay.workers = workers
     interactive = sys.stdout.isatty() and not args.plain
@@ -156,6 +167,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="selfplay worker processes (default: the preset's selfplay.workers)")
     parser.add_argument("--status-every", type=positive_float, default=None, metavar="SECONDS",
                         help="status refresh interval (default 5 on a terminal, else 30)")
+    parser.add_argument("--init-model", type=Path, default=None, metavar="EXPORT",
+                        help="start a new data dir from this export (a model.pt with its .json sidecar, e.g. "
+                        "another run's tengen-data/models/tengen/<N>/model.pt): it is version 1 and the "
+                        "trainer's first weights; its architecture must be the preset's")
     parser.add_argument("--plain", action="store_true",
                         help="print status lines instead of redrawing the view, even on a terminal")
     parser.set_defaults(func=_run)

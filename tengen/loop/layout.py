@@ -90,6 +90,12 @@ class DataDir:
         return self.root / "trainer" / "checkpoint.pt"
 
     @property
+    def init_model(self) -> Path:
+        """The export a new run starts from (`tengen run --init-model`): its version 1 and the
+        trainer's first weights. Read only while the data dir has no version and no checkpoint."""
+        return self.root / "trainer" / "init-model.pt"
+
+    @property
     def tensorboard(self) -> Path:
         return self.root / "tensorboard"
 

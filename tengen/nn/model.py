@@ -713,6 +713,7 @@ def parameter_count(model: nn.Module) -> int:
 
 
 SOFT_POLICY_PREFIX = "soft_policy_head."
+SCORE_BELIEF_PREFIX = "score_belief_head."  # training-only, like the soft policy: not in an export
 SHORT_TERM_PREFIXES = ("short_term_head.", "bn_heads.short_term_head.")
 OPTIMISTIC_POLICY_PREFIXES = ("optimistic_policy_head.", "bn_heads.optimistic_policy_head.")
 

@@ -1,18 +1,23 @@
 """What a data dir needs before selfplay can start: the served model with a version.
 
 A new run gets version 1 of the model, a randomly initialised net of the preset's trainer
-architecture, written straight into the model repository (atomically, through
+architecture (or the data dir's init model, `tengen run --init-model`: a warm start), written
+straight into the model repository (atomically, through
 ModelRepository.write_version) before Triton starts, so Triton loads it at start-up. A data dir that
 already has a version is left as it is: the run continues from there.
 """
 from __future__ import annotations
 
+import json
 import logging
+import os
+import shutil
 import tempfile
 from pathlib import Path
 
 from tengen.config import Config
 from tengen.infra.triton.repository import ModelRepository, model_config
+from tengen.loop.layout import DataDir
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +49,11 @@ def ensure_model(repository: ModelRepository, config: Config, seed: int = 0,
     latest = repository.latest_version(name)
     if latest is not None:
         return latest, False
+    init = DataDir(config.run.data_dir).init_model
+    if init.is_file():
+        log.info("model repository %s has no version of %s: writing the init model %s as version 1",
+                 repository.root, name, init)
+        return repository.write_version(name, init), True
     arch = config.trainer.arch
     log.info("model repository %s has no version of %s: writing a random %s net as version 1",
              repository.root, name, arch)
@@ -53,3 +63,37 @@ def ensure_model(repository: ModelRepository, config: Config, seed: int = 0,
         export_model(build_model(arch), export, samples_seen=0, extra={"init_seed": seed})
         version = repository.write_version(name, export)
     return version, True
+
+
+def place_init_model(config: Config, export: Path) -> dict:
+    """Copy `export` (a TorchScript export with its sidecar) to the data dir's init model, the
+    start of a new run (version 1 and the trainer's first weights); returns its sidecar. Raises
+    ValueError when the data dir already has a run, or the export is not one the preset trains."""
+    from tengen.nn.export import load_export, sidecar_path
+
+    data_dir = DataDir(config.run.data_dir)
+    repository = ModelRepository(data_dir.models)
+    latest = repository.latest_version(config.run.model_name) if repository.has_model(config.run.model_name) else None
+    if latest is not None or data_dir.checkpoint.exists():
+        raise ValueError(f"{data_dir} already holds a run (model version {latest or '?'}, or a trainer checkpoint): "
+                         "--init-model starts a new one; give an empty --data-dir")
+    try:
+        _, metadata = load_export(export)
+    except (OSError, ValueError, RuntimeError) as error:
+        raise ValueError(f"--init-model {export}: {error}") from None
+    arch = metadata.get("architecture", {}).get("name")
+    if arch != config.trainer.arch:
+        raise ValueError(f"--init-model {export} is a {arch} net but the preset trains {config.trainer.arch} "
+                         f"(set TENGEN_TRAINER__ARCH={arch} to train it)")
+    # This run counts its own samples from 0 (its window starts empty); the net's past is kept aside.
+    sidecar = {**metadata, "samples_seen": 0,
+               "init_from": {"path": str(export.resolve()), "samples_seen": metadata.get("samples_seen", 0)}}
+    target = data_dir.init_model
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.copyfile(export, tmp)
+    os.replace(tmp, target)
+    tmp_side = sidecar_path(tmp)
+    tmp_side.write_text(json.dumps(sidecar, indent=2) + "\n")
+    os.replace(tmp_side, sidecar_path(target))
+    return sidecar

@@ -33,7 +33,14 @@ import torch
 
 from tengen.config import TrainerConfig
 from tengen.nn.loss import LossWeights, Targets, compute_training_loss
-from tengen.nn.model import OPTIMISTIC_POLICY_PREFIXES, SHORT_TERM_PREFIXES, SOFT_POLICY_PREFIX, KataGoNet, build_model
+from tengen.nn.model import (
+    OPTIMISTIC_POLICY_PREFIXES,
+    SCORE_BELIEF_PREFIX,
+    SHORT_TERM_PREFIXES,
+    SOFT_POLICY_PREFIX,
+    KataGoNet,
+    build_model,
+)
 from tengen.train.window import Batch, Window
 
 CHECKPOINT_FORMAT = "tengen-trainer-checkpoint-1"
@@ -357,6 +364,26 @@ class Learner:
             self.batches.prefetch,
             self.config.short_term_heads,
         )
+
+    def start_from(self, export: Path) -> int:
+        """Start from an export's weights (a warm start) and return its samples_seen. The heads the
+        export does not serve (training-only ones, and a short-term or optimistic head it lacks)
+        keep this net's fresh weights; the counters stay at 0: the learning-rate warm-up and the
+        samples-per-row cap are this run's, whose window starts empty."""
+        from tengen.nn.export import load_export
+
+        module, metadata = load_export(export)
+        arch = metadata.get("architecture", {}).get("name")
+        if arch != self.config.arch:
+            raise ValueError(f"{export} holds a {arch} net but the preset trains {self.config.arch}")
+        result = self.model.load_state_dict(module.state_dict(), strict=False)
+        fresh_ok = (SOFT_POLICY_PREFIX, SCORE_BELIEF_PREFIX, *SHORT_TERM_PREFIXES, *OPTIMISTIC_POLICY_PREFIXES)
+        optional = (*SHORT_TERM_PREFIXES, *OPTIMISTIC_POLICY_PREFIXES)
+        wrong = [k for k in result.missing_keys if not k.startswith(fresh_ok)] + [
+            k for k in result.unexpected_keys if not k.startswith(optional)]
+        if wrong:
+            raise ValueError(f"{export} does not fit the {arch} net: {', '.join(wrong[:5])}")
+        return int(metadata.get("samples_seen") or 0)
 
     def _add_missing_heads(self, state: dict[str, Any]) -> None:
         """Completes a checkpoint saved before the soft policy head or without the short-term or

@@ -96,6 +96,10 @@ class TrainerService:
         if self.checkpoint_path.exists():
             self.learner.load(self.checkpoint_path)
             log.info("resumed from %s at %d samples", self.checkpoint_path, self.learner.counters.samples)
+        elif self.data_dir.init_model.is_file():
+            seen = self.learner.start_from(self.data_dir.init_model)
+            log.info("warm start: weights from %s (trained on %d samples elsewhere); this run's samples start at 0",
+                     self.data_dir.init_model, seen)
         self.checkpoint_every_s = checkpoint_every_s
         self.log_every_s = log_every_s
         self.train_slice_s = train_slice_s
@@ -212,7 +216,11 @@ class TrainerService:
         else:
             self.learner.close()
             self.learner = Learner(self.config.trainer, self.window, device=self.learner.device)
-            log.error("trainer: %s; no checkpoint yet, starting from a fresh net", err)
+            if self.data_dir.init_model.is_file():
+                self.learner.start_from(self.data_dir.init_model)
+                log.error("trainer: %s; no checkpoint yet, starting from the init model again", err)
+            else:
+                log.error("trainer: %s; no checkpoint yet, starting from a fresh net", err)
 
     def _export_candidate(self, producer: ReliableProducer) -> None:
         samples = self.learner.counters.samples
