@@ -159,8 +159,15 @@ def test_status_reads_the_data_dir(run_dir: Path) -> None:
     line = render_line(status)
     assert "\n" not in line
     assert line.startswith("[0:02:05 of 0:10:00] games - played, 3 ingested")
-    assert "window 681/1,000 rows" in line and "version 2" in line and "top: v2 +35" in line
+    assert "window 681 of 1,000 rows ever" in line and "version 2" in line and "top Elo: v2 +35 (mean = 0)" in line
     assert "not up: trainer" in line
+    status.games_per_s, status.positions_per_s, status.evaluations_per_s, status.mean_batch = 1.125, 85.04, 1203.4, 9.6
+    status.elo_anchor = "gnugo-l1"
+    line = render_line(status)
+    assert line.startswith("[0:02:05 of 0:10:00] games - played (1.12 games/s, 85.0 positions/s, 1,203 evals/s), ")
+    assert "top Elo: v2 +35 (gnugo-l1 = 0)" in line
+    assert "1,203 evals/s in batches of 9.6" in render_screen(status, "t")
+    assert "(Elo from every rated game, gnugo-l1 = 0)" in render_screen(status, "t")
     status.serving, status.served_samples = 1, 0
     assert "version 1 serving, 2 loading (0 samples, 2.0k behind the trainer)" in render_screen(status, "t")
     assert "| version 1 serving, 2 loading (0 samples, 2.0k behind the trainer) |" in render_line(status)
@@ -170,14 +177,14 @@ def test_status_of_an_empty_data_dir(tmp_path: Path) -> None:
     status = StatusReader(tmp_path, load_config("tiny")).read()
     assert (status.rows_total, status.games_ingested, status.candidates, status.version, status.gating) == \
         (None, None, 0, None, None)
-    assert "window -/- rows" in render_line(status)
+    assert "window - of - rows ever" in render_line(status)
     assert format_gating(None) == "no decision yet"
     assert "rejected" in format_gating({"candidate": "c", "wins": 1, "losses": 7, "games": 8, "promoted": False})
 
 
 def test_empty_leaderboard_is_not_shown_as_unknown() -> None:
     status = Status(leaders=[])
-    assert "top: none rated yet" in render_line(status)
+    assert "top Elo: none rated yet" in render_line(status)
     assert "no rated games yet" in render_screen(status, "t")
 
 

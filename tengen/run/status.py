@@ -73,6 +73,7 @@ class Status:
     strength: list[StrengthResult] = field(default_factory=list)  # newest measured version vs GNU Go
     gating: dict[str, Any] | None = None
     leaders: list[LeaderRow] | None = None  # None: ratings not reachable
+    elo_anchor: str = ""  # the player the leaderboard holds at 0 ("": the mean)
     events: list[str] = field(default_factory=list)
 
 
@@ -166,7 +167,7 @@ class StatusReader:
                     if batches > batches_then:
                         status.mean_batch = (evaluations - evaluations_then) / (batches - batches_then)
             self._selfplay_seen = (now, games, positions, evaluations, batches)
-        status.leaders = self._read_leaders()
+        status.leaders, status.elo_anchor = self._read_leaders()
         return status
 
     def _read_window(self, status: Status) -> None:
@@ -213,9 +214,10 @@ class StatusReader:
         ready = [v for v, state in states.get(self.config.run.model_name, {}).items() if state == "READY"]
         return max(ready) if ready else None
 
-    def _read_leaders(self, n: int = 3) -> list[LeaderRow] | None:
+    def _read_leaders(self, n: int = 3) -> tuple[list[LeaderRow] | None, str]:
+        """The top `n` of the leaderboard and the player it holds at 0."""
         if not self.ratings_url:
-            return None
+            return None, ""
         from tengen.ratings.client import RatingsClient
 
         try:
@@ -223,8 +225,8 @@ class StatusReader:
                 self._ratings_client = RatingsClient(self.ratings_url, timeout=2.0, retries=0)
             board = self._ratings_client.leaderboard(n)
         except Exception:  # not up yet, restarting: the view shows "-" until it answers
-            return None
-        return [LeaderRow(r.name, r.elo, r.games) for r in board.ratings if r.rated]
+            return None, ""
+        return [LeaderRow(r.name, r.elo, r.games) for r in board.ratings if r.rated], board.summary.anchor
 
     def close(self) -> None:
         if self._ratings_client is not None:
@@ -323,17 +325,29 @@ def _elapsed(status: Status) -> str:
     return text + (f" of {_clock(status.duration_s)}" if status.duration_s else "")
 
 
+def format_rates(status: Status, batches: bool = True) -> str:
+    """Self-play's rates, e.g. "1.13 games/s, 85.0 positions/s, 1,203 evals/s" ("" before two reads)."""
+    if status.games_per_s is None:
+        return ""
+    text = f"{status.games_per_s:.2f} games/s, {status.positions_per_s or 0:.1f} positions/s"
+    if status.evaluations_per_s is not None:
+        text += f", {status.evaluations_per_s:,.0f} evals/s"
+        if batches and status.mean_batch is not None:
+            text += f" in batches of {status.mean_batch:.1f}"
+    return text
+
+
+def format_elo_scale(status: Status) -> str:
+    """What the leaderboard's Elo is measured from."""
+    return f"{status.elo_anchor} = 0" if status.elo_anchor else "mean = 0"
+
+
 def render_screen(status: Status, title: str, footer: list[str] | None = None,
                   hint: str = "(Ctrl-C stops everything cleanly)") -> str:
     """The multi-line view redrawn in place on a terminal; `footer` lines go below the figures."""
     games = f"{_n(status.games_played)} played by selfplay this run"
-    if status.games_per_s is not None:
-        games += f" ({status.games_per_s:.2f} games/s, {status.positions_per_s or 0:.1f} positions/s"
-        if status.evaluations_per_s is not None:
-            games += f", {status.evaluations_per_s:,.0f} evals/s"
-            if status.mean_batch is not None:
-                games += f" in batches of {status.mean_batch:.1f}"
-        games += ")"
+    if rates := format_rates(status):
+        games += f" ({rates})"
     games += f", {_n(status.games_ingested)} in the trainer's window"
     window = f"{_n(status.window_rows)} rows used of {_n(status.rows_total)} ever"
     candidates = f"{status.candidates}" + (f" (latest {status.latest_candidate})" if status.latest_candidate else "")
@@ -348,7 +362,8 @@ def render_screen(status: Status, title: str, footer: list[str] | None = None,
         f"  last gating {format_gating(status.gating)}",
         f"  model       version {format_version(status)}",
         f"  vs GNU Go   {format_strength(status.strength)}",
-        f"  leaderboard {format_leaders(status.leaders)}",
+        f"  leaderboard {format_leaders(status.leaders)}"
+        + (f"   (Elo from every rated game, {format_elo_scale(status)})" if status.leaders else ""),
     ]
     if footer:
         lines += [""] + [f"  {line}" for line in footer]
@@ -362,9 +377,12 @@ def render_line(status: Status) -> str:
     down = [s.name for s in status.services if s.state != "up"]
     gating = format_gating(status.gating)
     leaders = status.leaders
-    top = "-" if leaders is None else f"{leaders[0].name} {leaders[0].elo:+.0f}" if leaders else "none rated yet"
-    return (f"[{_elapsed(status)}] games {_n(status.games_played)} played, {_n(status.games_ingested)} ingested | "
-            f"window {_n(status.window_rows)}/{_n(status.rows_total)} rows | samples {_n(status.samples)} | "
+    top = ("-" if leaders is None else f"{leaders[0].name} {leaders[0].elo:+.0f} ({format_elo_scale(status)})"
+           if leaders else "none rated yet")
+    rates = format_rates(status, batches=False)
+    return (f"[{_elapsed(status)}] games {_n(status.games_played)} played"
+            + (f" ({rates})" if rates else "") + f", {_n(status.games_ingested)} ingested | "
+            f"window {_n(status.window_rows)} of {_n(status.rows_total)} rows ever | samples {_n(status.samples)} | "
             f"candidates {status.candidates} | version {format_version(status)} | gating: {gating} | "
-            f"GNU Go: {format_strength(status.strength)} | top: {top}"
+            f"GNU Go: {format_strength(status.strength)} | top Elo: {top}"
             + (f" | not up: {', '.join(down)}" if down else ""))
