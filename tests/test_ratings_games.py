@@ -1,6 +1,7 @@
 """Games to watch on the ratings service: gating's match files keep each game's moves, and the
-/games pages show self-play's SGFs and gating's games as boards, as SGF downloads, and refuse
-every path that is not a game of the games dir (400/404, never a file outside it)."""
+/games pages show self-play's SGFs, gating's games and the strength service's games against GNU Go
+as boards, as SGF downloads, and refuse every path that is not a game of the games dir (400/404,
+never a file outside it)."""
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from games_support import CANDIDATE, MATCH_GAMES, OLD_CANDIDATE, SELFPLAY_IDS, make_games_dir
+from games_support import (
+    CANDIDATE,
+    MATCH_GAMES,
+    OLD_CANDIDATE,
+    SELFPLAY_IDS,
+    STRENGTH_GAMES,
+    make_games_dir,
+    strength_name,
+)
 
 from services.ratings.__main__ import build_parser, games_dir
 from tengen.config import load_config
@@ -29,6 +38,7 @@ from tengen.loop.ledger import MatchFile, MatchGameResult
 from tengen.ratings.api import RatingsApi
 from tengen.ratings.book import FitSummary, History, Leaderboard, RatingRow, RatingsBook
 from tengen.ratings.config import fill_from_config
+from tengen.ratings.curve import PageData
 from tengen.ratings.games import GameLibrary
 from tengen.ratings.page import render_page
 from tengen.ratings.server import RatingsServer
@@ -91,7 +101,7 @@ def test_match_files_keep_the_moves_of_each_game(games_root: Path) -> None:
 def test_library_finds_each_versions_games(games_root: Path) -> None:
     library = GameLibrary(games_root)
     versions = library.versions()
-    assert (versions[2], versions[3]) == ((3, 2), (0, 1))
+    assert (versions[2], versions[3]) == ((3, 2, 2), (0, 1, 2))  # self-play SGFs, gating matches, vs GNU Go
     total, entries = library.selfplay_games(2, limit=2)
     assert total == 3 and len(entries) == 2 and {e.game_id for e in entries} <= set(SELFPLAY_IDS)
     assert library.selfplay_games(7) == (0, [])
@@ -119,6 +129,40 @@ def test_index_and_version_pages(http: Http) -> None:
     assert status == 200 and "the newest 1 of 3" in body.decode()
     status, _, body = http.get("/games/v9")
     assert status == 200 and "No self-play SGFs of v9" in body.decode() and "No gating match of v9" in body.decode()
+
+
+def test_strength_games_by_version_and_level(http: Http, games_root: Path) -> None:
+    """The strength service's games against GNU Go: on the index by version and level, each listed
+    on its version's page with its SGF, which downloads as written and opens as a board."""
+    library = GameLibrary(games_root)
+    listed = {(e.version, e.level, e.name) for v in (2, 3) for e in library.strength_games(v)}
+    assert listed == {(v, level, strength_name(v, level, n)) for (v, level), count in STRENGTH_GAMES.items()
+                      for n in range(1, count + 1)}  # the stderr logs beside them are not games
+    status, _, body = http.get("/games")
+    index = body.decode()
+    assert status == 200 and 'id="pass-note"' in index and "two passes" in index
+    rows = re.findall(r'<td><a href="/games/v(\d+)#strength">v\d+</a></td><td>(\d+)</td>'
+                      r'<td><a href="/games/v\d+#strength-l\d+">(\d+) games</a></td>', index)
+    assert sorted((int(v), int(level), int(n)) for v, level, n in rows) == sorted(
+        (v, level, n) for (v, level), n in STRENGTH_GAMES.items())
+    status, _, body = http.get("/games/v2")
+    page = body.decode()
+    assert status == 200 and 'id="strength-l1"' in page and "GNU Go level 1: 2 games" in page
+    assert 'id="pass-note"' in page
+    for number in (1, 2):
+        name = strength_name(2, 1, number)
+        assert f'href="/games/strength/v2/{name}"' in page and f'href="/games/strength/v2/{name}.sgf"' in page
+    status, headers, data = http.get(f"/games/strength/v2/{strength_name(2, 1, 1)}.sgf")
+    assert status == 200 and headers["Content-Type"] == "application/x-go-sgf"
+    assert data == (games_root / "strength" / "sgf" / "v2" / f"{strength_name(2, 1, 1)}.sgf").read_bytes()
+    game = read_game(data)
+    assert (game.player_black, game.player_white) == ("tengen-v2", "gnugo-l1")
+    status, _, body = http.get(f"/games/strength/v2/{strength_name(2, 1, 1)}?move={len(game.moves)}")
+    stones = list(iter_boards(game))[len(game.moves)].stones()
+    assert status == 200 and "by two passes" in body.decode()
+    assert stones_in(body.decode()) == (int((stones == BLACK).sum()), int((stones == WHITE).sum()))
+    status, _, body = http.get("/games/v9")
+    assert "No games of v9 against GNU Go" in body.decode()
 
 
 def stones_in(page: str) -> tuple[int, int]:
@@ -190,6 +234,10 @@ def test_gating_game_as_board_and_sgf(http: Http, games_root: Path) -> None:
     ("/games/gating/candidate-404/0", 404, "no gating match"),
     (f"/games/gating/{OLD_CANDIDATE}/0", 404, "before gating kept the moves"),
     (f"/games/gating/{OLD_CANDIDATE}/0.sgf", 404, "before gating kept the moves"),
+    ("/games/strength/v2/..%2F..%2Fratings.sqlite", 400, "bad game id"),
+    ("/games/strength/v2/.hidden.sgf", 400, "bad game id"),
+    ("/games/strength/v2/v2-l1-none-001", 404, "no game of version 2 against GNU Go"),
+    (f"/games/strength/v9/{strength_name(2, 1, 1)}.sgf", 404, "no game of version 9 against GNU Go"),
     ("/games/selfplay/v2", 404, "no games page"),
     ("/games/other/a/b", 404, "no games page"),
 ])
@@ -270,8 +318,12 @@ def test_leaderboard_links_each_version_to_its_games() -> None:
     rows = [row("tengen-v2", "model"), row("tengen-v13", "model"), row("gnugo-l1", "anchor"),
             row("tengen-candidate-000000002048", "engine")]
     summary = FitSummary("", 0.0, 2.0, 0.95, 8)
-    page = render_page(Leaderboard(rows, summary), History(rows[:2], summary), games=True)
-    links = re.findall(r'<a class="games" href="([^"]+)">', page)
+
+    def page(games_dir: bool) -> str:
+        return render_page(PageData(Leaderboard(rows, summary), History(rows[:2], summary), [], [], None, None,
+                                    games_dir))
+
+    links = re.findall(r'<a class="games" href="([^"]+)">', page(True))
     assert links == ["/games/v2", "/games/v13"]
-    assert page.count('<a href="/games/v2"><g class="version">') == 2  # a point in each plot
-    assert "/games" not in render_page(Leaderboard(rows, summary), History(rows[:2], summary))
+    assert page(True).count('<a href="/games/v2"><g class="version">') == 1  # its point in the Elo plot
+    assert "/games" not in page(False)

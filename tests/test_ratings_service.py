@@ -136,8 +136,8 @@ def test_grpc_and_http_end_to_end(service: Service) -> None:
     status, headers, body = http("GET", service.url("/"))
     page = body.decode()
     assert status == 200 and headers["Content-Type"].startswith("text/html")
-    assert page.count("<svg") == 2 and page.count('<g class="version">') == 6  # samples and hours plots
-    assert "training samples" in page and "v3" in page
+    assert page.count("<svg") == 1 and page.count('<g class="version">') == 3  # Elo over training samples
+    assert "training samples" in page and "v3" in page and "No games against GNU Go yet" in page
 
     status, _, body = http("GET", service.url("/healthz"))
     assert (status, body) == (200, b"ok\n")

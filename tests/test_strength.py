@@ -16,6 +16,8 @@ from tengen.loop.layout import DataDir
 from tengen.nn.export import export_model
 from tengen.nn.model import build_model
 from tengen.ratings.config import sqlite_url
+from tengen.ratings.curve import strength_matches
+from tengen.ratings.games import GameLibrary
 from tengen.ratings.store import RatingsStore
 from tengen.run.bootstrap import ensure_model
 from tengen.strength.measure import latest_results, read_results
@@ -81,8 +83,20 @@ def test_measures_each_new_version_into_ratings_and_results(gnugo: str, tmp_path
     try:
         games = list(store.games())
         players = {p.name: p for p in store.players()}
+        curve = strength_matches(store)
     finally:
         store.close()
+    # The ratings page's curve, from the store alone, is what results.jsonl says (its one source
+    # in compose and Kubernetes, where ratings has no strength volume).
+    assert [(m.version, m.player, m.training_samples, m.opponent, m.games, m.wins, m.losses, m.draws)
+            for m in curve] == [(r.version, r.player, r.training_samples, r.opponent, r.games, r.wins, r.losses,
+                                 r.draws) for r in results]
+    for m, r in zip(curve, results):
+        assert (m.rate, *m.interval) == pytest.approx((r.score_rate, r.rate_low, r.rate_high))
+    # The /games pages find the games the strength service wrote, by version and level.
+    library = GameLibrary(data_dir)
+    assert [(e.version, e.level, e.number) for v in (1, 2) for e in library.strength_games(v)] == [
+        (1, 0, 1), (1, 0, 2), (2, 0, 1), (2, 0, 2)]
     assert len(games) == 4 and {g.source for g in games} == {"strength"}
     assert {(g.black, g.white) for g in games} == {("tengen-v1", "gnugo-l0"), ("gnugo-l0", "tengen-v1"),
                                                    ("tengen-v2", "gnugo-l0"), ("gnugo-l0", "tengen-v2")}

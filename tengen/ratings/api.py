@@ -6,12 +6,14 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from sqlalchemy.exc import OperationalError
 
 from tengen.ratings.book import History, Leaderboard, PlayerReport, RatingsBook
+from tengen.ratings.curve import PageData, page_data
 from tengen.ratings.records import (
     Conflict,
     GameReport,
@@ -130,3 +132,7 @@ class RatingsApi:
 
     def history(self, prior_draws: float | None = None) -> History:
         return self._read("history", lambda: self.book.history(prior_draws))
+
+    def page(self, games_dir: Path | None, prior_draws: float | None = None) -> PageData:
+        """What the HTML page and /api/curve show (tengen.ratings.curve)."""
+        return self._read("page", lambda: page_data(self.book, games_dir, prior_draws))

@@ -6,7 +6,9 @@ Kubernetes mount at /data):
 - `sgf/v<N>/<game id>.sgf`: self-play's sampled games of version N (services.selfplay);
 - `gating/matches/<candidate>.jsonl`: each gating match, one line per game with its moves
   (tengen.loop.ledger: MatchFile, MatchGameResult), and `gating/decisions.jsonl`,
-  which says which candidate became which version.
+  which says which candidate became which version;
+- `strength/sgf/v<N>/v<N>-l<level>-<time>-<game>.sgf`: the strength service's games of version N
+  against GNU Go at that level (tengen.strength.measure, named by its match id and game number).
 
 Version N's gating games are those of the matches it defended (opponent_version N) and the match
 that promoted it. Everything a request names (version, game id, candidate, game index) is checked
@@ -22,6 +24,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from tengen.go.board import BLACK, WHITE
 from tengen.go.rules import parse_rules
@@ -38,6 +41,7 @@ MAX_SGF_BYTES = 4 * 1024 * 1024  # a 19x19 self-play game with comments is ~30 K
 MAX_HEADER_BYTES = 64 * 1024  # the first line of a match file
 MAX_VERSION = 10**12
 _VERSION_DIR = re.compile(r"v(\d{1,12})")
+_STRENGTH_GAME = re.compile(r"v(\d{1,12})-l(\d{1,2})-.+-(\d{3,6})")  # match id v<N>-l<level>-<time>, game
 
 
 class GameNotFound(RatingsError):
@@ -83,6 +87,25 @@ class SelfplayEntry:
     game_id: str
     modified: datetime
     size: int
+
+
+@dataclass(frozen=True)
+class StrengthEntry:
+    """A game of version `version` against GNU Go at `level`, as the strength service wrote it."""
+
+    version: int
+    level: int
+    name: str  # the file's name without .sgf
+    number: int  # the game's number in its match
+    modified: datetime
+
+
+class VersionGames(NamedTuple):
+    """How many games of each kind one version has."""
+
+    selfplay: int
+    gating: int  # matches
+    strength: int
 
 
 @dataclass(frozen=True)
@@ -149,49 +172,77 @@ class GameLibrary:
     def _match_path(self, candidate: str) -> Path:
         return self.layout.match(candidate)
 
-    # -- self-play --------------------------------------------------------------------------------
-    def selfplay_games(self, version: int, limit: int = 30) -> tuple[int, list[SelfplayEntry]]:
-        """How many SGFs version N has, and the newest `limit` of them."""
-        entries = []
-        directory = self._selfplay_dir(version)
-        if not directory.resolve().is_relative_to(self.root):  # a symbolic link out of the games dir
-            return 0, []
+    def _sgf_files(self, directory: Path) -> list[tuple[str, os.stat_result]]:
+        """(name without .sgf, stat) of the regular SGF files directly in `directory` whose name is
+        a safe id; none when the directory is missing or a symbolic link out of the games dir."""
+        if not directory.resolve().is_relative_to(self.root):
+            return []
+        found = []
         try:
             with os.scandir(directory) as listing:
                 for entry in listing:
                     if not entry.name.endswith(".sgf") or id_problem(entry.name[:-4]):
                         continue
                     try:
-                        if not entry.is_file(follow_symlinks=False):
-                            continue
-                        stat = entry.stat(follow_symlinks=False)
+                        if entry.is_file(follow_symlinks=False):
+                            found.append((entry.name[:-4], entry.stat(follow_symlinks=False)))
                     except OSError:
                         continue
-                    entries.append(SelfplayEntry(version, entry.name[:-4],
-                                                 datetime.fromtimestamp(stat.st_mtime, UTC), stat.st_size))
         except (FileNotFoundError, NotADirectoryError):
-            return 0, []
-        entries.sort(key=lambda e: (e.modified, e.game_id), reverse=True)
-        return len(entries), entries[:limit]
+            return []
+        return found
 
-    def selfplay_sgf(self, version: int, game_id: str) -> bytes:
-        """The SGF bytes of one self-play game."""
-        check_game_id(game_id)
-        path = self._inside(self._selfplay_dir(version) / f"{game_id}.sgf")
+    def _sgf_bytes(self, directory: Path, name: str, what: str) -> bytes:
+        """The bytes of `directory`/`name`.sgf (GameNotFound naming `what` when it is not there)."""
+        check_game_id(name)
+        path = self._inside(directory / f"{name}.sgf")
         if path is None:
-            raise GameNotFound(f"no self-play game {game_id!r} of version {version} "
-                               f"(looked in {self._relative(self._selfplay_dir(version))}/ of the games dir)")
+            raise GameNotFound(f"no {what} {name!r} (looked in {self._relative(directory)}/ of the games dir)")
         size = path.stat().st_size
         if size > MAX_SGF_BYTES:
             raise GameUnreadable(f"{self._relative(path)} is {size} bytes, over {MAX_SGF_BYTES}")
         return path.read_bytes()
 
-    def selfplay_game(self, version: int, game_id: str) -> SgfGame:
-        data = self.selfplay_sgf(version, game_id)
+    def _sgf_game(self, directory: Path, name: str, what: str) -> SgfGame:
+        data = self._sgf_bytes(directory, name, what)
         try:
             return read_game(data)
         except SgfError as error:
-            raise GameUnreadable(f"{self._relative(self._selfplay_dir(version))}/{game_id}.sgf: {error}") from None
+            raise GameUnreadable(f"{self._relative(directory)}/{name}.sgf: {error}") from None
+
+    # -- self-play --------------------------------------------------------------------------------
+    def selfplay_games(self, version: int, limit: int = 30) -> tuple[int, list[SelfplayEntry]]:
+        """How many SGFs version N has, and the newest `limit` of them."""
+        entries = [SelfplayEntry(version, name, datetime.fromtimestamp(stat.st_mtime, UTC), stat.st_size)
+                   for name, stat in self._sgf_files(self._selfplay_dir(version))]
+        entries.sort(key=lambda e: (e.modified, e.game_id), reverse=True)
+        return len(entries), entries[:limit]
+
+    def selfplay_sgf(self, version: int, game_id: str) -> bytes:
+        """The SGF bytes of one self-play game."""
+        return self._sgf_bytes(self._selfplay_dir(version), game_id, f"self-play game of version {version}")
+
+    def selfplay_game(self, version: int, game_id: str) -> SgfGame:
+        return self._sgf_game(self._selfplay_dir(version), game_id, f"self-play game of version {version}")
+
+    # -- against GNU Go ---------------------------------------------------------------------------
+    def strength_games(self, version: int) -> list[StrengthEntry]:
+        """Version N's games against GNU Go, by level, then match and game number."""
+        entries = []
+        for name, stat in self._sgf_files(self.layout.strength_sgf_version(version)):
+            found = _STRENGTH_GAME.fullmatch(name)
+            if found and int(found.group(1)) == version:
+                entries.append(StrengthEntry(version, int(found.group(2)), name, int(found.group(3)),
+                                             datetime.fromtimestamp(stat.st_mtime, UTC)))
+        return sorted(entries, key=lambda e: (e.level, e.name))
+
+    def strength_sgf(self, version: int, name: str) -> bytes:
+        return self._sgf_bytes(self.layout.strength_sgf_version(version), name,
+                               f"game of version {version} against GNU Go")
+
+    def strength_game(self, version: int, name: str) -> SgfGame:
+        return self._sgf_game(self.layout.strength_sgf_version(version), name,
+                              f"game of version {version} against GNU Go")
 
     # -- gating -----------------------------------------------------------------------------------
     def _decisions(self) -> dict[str, dict]:
@@ -286,18 +337,20 @@ class GameLibrary:
         return write_game(self.gating_sgf_game(candidate, index))
 
     # -- versions ---------------------------------------------------------------------------------
-    def versions(self) -> dict[int, tuple[int, int]]:
-        """Every version with games: version -> (self-play SGFs, gating matches)."""
+    def versions(self) -> dict[int, VersionGames]:
+        """Every version with games: its self-play SGFs, gating matches and games against GNU Go."""
         counts: dict[int, list[int]] = {}
-        try:
-            with os.scandir(self.layout.selfplay_sgf) as listing:
-                for entry in listing:
-                    found = _VERSION_DIR.fullmatch(entry.name)
-                    if found and entry.is_dir(follow_symlinks=False):
-                        total, _ = self.selfplay_games(int(found.group(1)), limit=0)
-                        counts.setdefault(int(found.group(1)), [0, 0])[0] += total
-        except (FileNotFoundError, NotADirectoryError):
-            pass
+        for directory, kind in ((self.layout.selfplay_sgf, 0), (self.layout.strength_sgf, 2)):
+            try:
+                with os.scandir(directory) as listing:
+                    found = [(int(m.group(1)), e) for e in listing if (m := _VERSION_DIR.fullmatch(e.name))]
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for version, entry in found:
+                if entry.is_dir(follow_symlinks=False):
+                    total = self.selfplay_games(version, limit=0)[0] if kind == 0 else len(self.strength_games(version))
+                    if total:
+                        counts.setdefault(version, [0, 0, 0])[kind] += total
         decisions = self._decisions()
         for candidate, header in self._headers():
             involved = {header["opponent_version"]}
@@ -305,5 +358,5 @@ class GameLibrary:
             if decision and decision.get("promoted") and isinstance(decision.get("promoted_version"), int):
                 involved.add(decision["promoted_version"])
             for version in involved:
-                counts.setdefault(version, [0, 0])[1] += 1
-        return {v: (c[0], c[1]) for v, c in sorted(counts.items())}
+                counts.setdefault(version, [0, 0, 0])[1] += 1
+        return {v: VersionGames(*c) for v, c in sorted(counts.items())}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
 from collections.abc import Sequence
 from html import escape
 from http import HTTPStatus
@@ -23,6 +24,8 @@ from tengen.ratings.games import (
     GameUnreadable,
     GatingMatch,
     SelfplayEntry,
+    StrengthEntry,
+    VersionGames,
     check_candidate,
     check_game_id,
     check_index,
@@ -81,6 +84,18 @@ def selfplay_url(version: int, game_id: str) -> str:
 
 def gating_url(candidate: str, index: int) -> str:
     return f"/games/gating/{segment(candidate)}/{index}"
+
+
+def strength_url(version: int, name: str) -> str:
+    return f"/games/strength/v{version}/{segment(name)}"
+
+
+# What a new user takes for a bug (issue 38): games of a few moves that end by two passes.
+PASS_NOTE = """<p class="note" id="pass-note">Why some games are so short: a random net (version 1) and the
+first versions after it give the pass move real probability, and two passes in a row end a game, which
+is then scored as it stands (area scoring with komi). Their games often end after 10-30 moves by two
+passes; with self-play's integer komi many of them are drawn ("0"). That is the net passing, not a cut-off
+game; the games grow longer as the net learns that passing early loses.</p>"""
 
 
 # -- the board --------------------------------------------------------------------------------------
@@ -251,8 +266,36 @@ def match_section(match: GatingMatch, version: int) -> str:
             f'<p class="games">{" ".join(links) or "no finished game yet"}</p>')
 
 
+def strength_rows(entries: Sequence[tuple[StrengthEntry, SgfGame | None]]) -> str:
+    rows = []
+    for entry, game in entries:
+        url = strength_url(entry.version, entry.name)
+        if game is None:
+            what = "<td colspan=\"3\">unreadable</td>"
+        else:
+            colour = "Black" if (game.player_black or "").endswith(f"-v{entry.version}") else "White"
+            what = f"<td>{colour}</td><td>{len(game.moves)}</td><td>{escape(game.result or '')}</td>"
+        rows.append(f'<tr><td><a href="{url}">{escape(entry.name)}</a></td>{what}'
+                    f'<td>{entry.modified:%Y-%m-%d %H:%M:%S}</td><td><a href="{url}.sgf" download>SGF</a></td></tr>')
+    return "\n".join(rows)
+
+
+def strength_section(version: int, games: Sequence[tuple[StrengthEntry, SgfGame | None]]) -> str:
+    if not games:
+        return (f'<p class="empty">No games of v{version} against GNU Go (strength/sgf/v{version}/ in the games '
+                "dir; the strength service measures some versions, not every one).</p>")
+    parts = []
+    for level in sorted({e.level for e, _ in games}):
+        at_level = [(e, g) for e, g in games if e.level == level]
+        parts.append(f'<h3 id="strength-l{level}">GNU Go level {level}: {len(at_level)} games</h3>\n<table>\n'
+                     f"<tr><th>game</th><th>v{version} played</th><th>moves</th><th>result</th>"
+                     f"<th>written (UTC)</th><th></th></tr>\n{strength_rows(at_level)}\n</table>")
+    return "\n".join(parts)
+
+
 def version_page(version: int, selfplay_total: int, selfplay: Sequence[tuple[SelfplayEntry, SgfGame | None]],
-                 matches: Sequence[GatingMatch]) -> str:
+                 matches: Sequence[GatingMatch],
+                 strength: Sequence[tuple[StrengthEntry, SgfGame | None]] = ()) -> str:
     if selfplay:
         shown = (f"the newest {len(selfplay)} of {selfplay_total}" if selfplay_total > len(selfplay)
                  else f"all {selfplay_total}")
@@ -268,26 +311,46 @@ def version_page(version: int, selfplay_total: int, selfplay: Sequence[tuple[Sel
         or f"<p class=\"empty\">No gating match of v{version} (gating/matches/ in the games dir).</p>"
     )
     body = f"""<h1>Games of version {version}</h1>
+{PASS_NOTE}
 <h2>Self-play</h2>
 {selfplay_html}
 <h2>Gating</h2>
-{gating_html}"""
+{gating_html}
+<h2 id="strength">Against GNU Go</h2>
+<p class="note">The strength service's games of v{version} (strength/sgf/v{version}/), by GNU Go level.</p>
+{strength_section(version, strength)}"""
     return page(f"tengen v{version} games", body)
 
 
-def index_page(versions: dict[int, tuple[int, int]]) -> str:
+def index_page(versions: dict[int, VersionGames], strength_levels: dict[int, dict[int, int]]) -> str:
+    """`strength_levels`: version -> GNU Go level -> games against it."""
     rows = "\n".join(
-        f'<tr><td><a href="/games/v{v}">v{v}</a></td><td>{selfplay}</td><td>{matches}</td></tr>'
-        for v, (selfplay, matches) in sorted(versions.items(), reverse=True)
+        f'<tr><td><a href="/games/v{v}">v{v}</a></td><td>{c.selfplay}</td><td>{c.gating}</td><td>{c.strength}</td></tr>'
+        for v, c in sorted(versions.items(), reverse=True)
     )
     table = (
-        f"<table>\n<tr><th>version</th><th>self-play SGFs</th><th>gating matches</th></tr>\n{rows}\n</table>"
+        "<table>\n<tr><th>version</th><th>self-play SGFs</th><th>gating matches</th><th>games against GNU Go</th></tr>"
+        f"\n{rows}\n</table>"
         if rows
         else '<p class="empty">No games yet.</p>'
     )
+    strength = "\n".join(
+        f'<tr><td><a href="/games/v{v}#strength">v{v}</a></td><td>{level}</td>'
+        f'<td><a href="/games/v{v}#strength-l{level}">{count} games</a></td></tr>'
+        for v, levels in sorted(strength_levels.items(), reverse=True) for level, count in sorted(levels.items())
+    )
+    strength_table = (
+        f'<table id="strength-games">\n<tr><th>version</th><th>GNU Go level</th><th>games (SGF)</th></tr>\n'
+        f"{strength}\n</table>" if strength
+        else '<p class="empty">No games against GNU Go yet (strength/sgf/).</p>'
+    )
     body = f"""<h1>Games</h1>
-<p class="note">Self-play's sampled games (sgf/v&lt;N&gt;/) and gating's matches (gating/matches/) of each version.</p>
-{table}"""
+<p class="note">Self-play's sampled games (sgf/v&lt;N&gt;/), gating's matches (gating/matches/) and the strength
+service's games against GNU Go (strength/sgf/v&lt;N&gt;/) of each version.</p>
+{PASS_NOTE}
+{table}
+<h2>Against GNU Go</h2>
+{strength_table}"""
     return page("tengen games", body)
 
 
@@ -343,6 +406,17 @@ def _selfplay_list(
     return total, listed
 
 
+def _strength_list(library: GameLibrary, version: int) -> list[tuple[StrengthEntry, SgfGame | None]]:
+    listed = []
+    for entry in library.strength_games(version):
+        try:
+            game = library.strength_game(version, entry.name)
+        except (GameNotFound, GameUnreadable):  # removed or broken since the listing
+            game = None
+        listed.append((entry, game))
+    return listed
+
+
 def serve_games(library: GameLibrary, path: str, query: dict[str, list[str]]) -> Response:
     """The answer to GET `path` (under /games, still percent-encoded): a page, an SGF, or an error
     (400 for a malformed request, 404 for a game that is not there, 500 for a file that cannot be
@@ -371,12 +445,30 @@ def _route(library: GameLibrary, path: str, query: dict[str, list[str]]) -> Resp
     except UnicodeDecodeError:
         raise InvalidRequest("the path's percent-encoding is not UTF-8") from None
     if parts in ([], [""]):
-        return _html(index_page(library.versions()))
+        versions = library.versions()
+        levels = {v: dict(Counter(e.level for e in library.strength_games(v)))
+                  for v, counts in versions.items() if counts.strength}
+        return _html(index_page(versions, levels))
     if len(parts) == 1:
         version = check_version(parts[0])
         limit = _query_int(query, "n", DEFAULT_LIST, 1, MAX_LIST)
         total, selfplay = _selfplay_list(library, version, limit)
-        return _html(version_page(version, total, selfplay, library.gating_matches(version)))
+        return _html(version_page(version, total, selfplay, library.gating_matches(version),
+                                  _strength_list(library, version)))
+    if len(parts) == 3 and parts[0] == "strength":
+        version, name = check_version(parts[1]), parts[2]
+        if name.endswith(".sgf"):
+            name = check_game_id(name[:-4])
+            return _download(f"{name}.sgf", library.strength_sgf(version, name))
+        game = library.strength_game(version, check_game_id(name))
+        return _viewer(
+            f"v{version} against GNU Go: {name}",
+            game,
+            query,
+            strength_url(version, name),
+            (f"/games/v{version}#strength", f"games of v{version}"),
+            [game.comment or f"version {version} against GNU Go"],
+        )
     if len(parts) == 3 and parts[0] == "selfplay":
         version, name = check_version(parts[1]), parts[2]
         if name.endswith(".sgf"):

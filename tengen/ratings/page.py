@@ -1,246 +1,282 @@
-"""The HTML page of the ratings service: leaderboard table and two Elo plots.
+"""The ratings service's HTML page: the learning curve against GNU Go, and what goes with it.
 
-The plots are inline SVG drawn here (no JavaScript, no plotting library): each model version's
-rating with its confidence interval as a vertical bar, once against the training samples it had
-seen and once against wall-clock hours, with each rated anchor (GNU Go levels) as a dashed
-horizontal line so the loop's strength reads on a fixed scale.
+Sections, each a `<section id=...>` built from tengen.ratings.curve's PageData:
+- `progress`: the run's elapsed time of its duration, samples trained and self-play's games/s as
+  `tengen run` last wrote them (run.json), else what the ratings store alone knows;
+- `curve`: the win rate against each GNU Go level with its Wilson interval, over training samples
+  and over time since the first rated game (h:mm), and `matches`, the table behind its points;
+- `gating`: gating's decisions, newest first;
+- `elo`: Bayesian Elo on GNU Go's scale (the anchor named) and the leaderboard.
+The page keeps itself current without a reload: a few lines of script fetch /api/curve (page_json:
+the figures, and these sections rendered by this same code) every `refresh_s` seconds and put the
+sections in place.
 """
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import time
+from dataclasses import asdict
+from datetime import UTC, datetime
 from html import escape
+from typing import Any
 
 from tengen.loop.messages import player_version
-from tengen.ratings.book import History, Leaderboard, RatingRow
+from tengen.ratings.book import RatingRow
+from tengen.ratings.curve import PageData, StrengthMatch
+from tengen.ratings.plots import (
+    SAMPLES,
+    TIME,
+    RatePoint,
+    anchor_label,
+    clock,
+    elo_plot,
+    games_url,
+    rated,
+    si,
+    winrate_plot,
+)
 
-WIDTH, HEIGHT = 760, 380
-LEFT, RIGHT, TOP, BOTTOM = 72, 24, 20, 52
-LABEL_GAP = 13  # px between two reference-line labels (11 px text)
-PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+REFRESH_S = 15.0  # how often an open page fetches its sections again
+STALE_S = 120.0  # run.json's figures older than this: the run has stopped (plain status lines: every 30 s)
+MAX_DECISIONS = 100  # gating decisions listed, newest first
 
-
-def nice_ticks(lo: float, hi: float, count: int = 6) -> list[float]:
-    """Round tick values (1, 2 or 5 times a power of ten apart) covering [lo, hi]."""
-    if hi <= lo:
-        hi = lo + 1.0
-    # At least a few float steps per tick: near 2**63 (a large training-sample count) lo + 1 is
-    # lo itself, and a step below the float spacing would give ticks that never reach hi.
-    min_span = 4 * count * math.ulp(max(abs(lo), abs(hi)))
-    if hi - lo < min_span:
-        hi = lo + min_span
-    raw = (hi - lo) / count
-    power = 10.0 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    first = math.ceil(lo / step) * step
-    last = math.floor((hi + 1e-9 * step - first) / step)  # at most count + 1 ticks
-    return [round(first + i * step, 10) for i in range(last + 1)]
-
-
-def si(value: float) -> str:
-    """1500 -> 1.5k, 2000000 -> 2M."""
-    for factor, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:g}{suffix}"
-    return f"{value:g}"
-
-
-def rated(row: RatingRow) -> bool:
-    """Whether a row can be drawn: unrated rows carry NaN ratings, which would put NaN in the SVG."""
-    return row.rated and all(math.isfinite(v) for v in (row.elo, row.elo_low, row.elo_high))
-
-
-@dataclass(frozen=True)
-class Axis:
-    """The x position of each plotted version and how the x axis is labelled."""
-
-    label: str
-    values: list[float]  # one per point, in the points' order
-    tick_label: Callable[[float], str]
-    at_values: bool = False  # ticks at the values themselves (version order), not at round numbers
+STYLE = """
+body { font-family: sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; }
+td, th { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }
+td.name, th.name { text-align: left; }
+td.why { white-space: normal; max-width: 32em; }
+.note { color: #666; font-size: 90%; max-width: 60em; }
+#progress p { margin: 0.3em 0; }
+"""
+# Every refresh_s seconds: fetch the sections and swap them in; a failed fetch keeps the page as it is.
+SCRIPT = """<script>
+(function () {
+  var url = "/api/curve" + window.location.search;
+  window.setInterval(function () {
+    fetch(url, {cache: "no-store"}).then(function (r) { return r.ok ? r.json() : null; }).then(function (data) {
+      if (!data) { return; }
+      Object.keys(data.html).forEach(function (id) {
+        var section = document.getElementById(id);
+        if (section) { section.innerHTML = data.html[id]; }
+      });
+    }).catch(function () {});
+  }, REFRESH_MS);
+})();
+</script>"""
 
 
-def samples_axis(points: Sequence[RatingRow]) -> Axis:
-    """Training samples, or version order when some version has no training-sample count."""
-    counts = [p.training_samples for p in points if p.training_samples is not None]
-    if len(counts) == len(points):
-        return Axis("training samples", [float(c) for c in counts], si)
-    return Axis("model version (training order)", [float(i) for i in range(1, len(points) + 1)],
-                lambda x: f"{x:.0f}", at_values=True)
+def hours_after(origin: datetime | None, when: datetime) -> float:
+    return 0.0 if origin is None else (when - origin).total_seconds() / 3600.0
 
 
-def hours_axis(points: Sequence[RatingRow]) -> Axis:
-    """Wall-clock hours since the earliest version was first recorded by ratings."""
-    start = min(p.created_at for p in points)
-    hours = [(p.created_at - start).total_seconds() / 3600.0 for p in points]
-    return Axis("hours since the first model version", hours, lambda x: f"{x:g}")
+def duration(seconds: float) -> str:
+    """5415 -> 1:30:15."""
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
-@dataclass(frozen=True)
-class Scale:
-    """Data (x, Elo) to SVG pixels, padded so end points and intervals stay off the frame."""
-
-    x_lo: float
-    x_hi: float
-    y_lo: float
-    y_hi: float
-
-    @classmethod
-    def covering(cls, xs: Sequence[float], ys: Sequence[float]) -> Scale:
-        x_lo, x_hi, y_lo, y_hi = min(xs), max(xs), min(ys), max(ys)
-        # One x: pad around it, by more than the float spacing there (no zero-width axis).
-        x_pad = 0.04 * (x_hi - x_lo) if x_hi > x_lo else max(1.0, 0.04 * abs(x_lo))
-        y_pad = max(10.0, 0.05 * (y_hi - y_lo))
-        return cls(x_lo - x_pad, x_hi + x_pad, y_lo - y_pad, y_hi + y_pad)
-
-    def px(self, x: float) -> float:
-        return LEFT + (x - self.x_lo) / (self.x_hi - self.x_lo) * PLOT_W
-
-    def py(self, y: float) -> float:
-        return TOP + (self.y_hi - y) / (self.y_hi - self.y_lo) * PLOT_H
+def utc(when: datetime) -> str:
+    return f"{when.astimezone(UTC):%Y-%m-%d %H:%M:%S}"
 
 
-def anchor_label(name: str) -> str:
-    """gnugo-l1 -> GNU Go level 1; other anchors keep their name."""
-    match = re.fullmatch(r"gnugo-l(\d+)", name)
-    return f"GNU Go level {match.group(1)}" if match else name
+def match_tip(m: StrengthMatch) -> str:
+    low, high = m.interval
+    return (f"{m.player} vs GNU Go level {m.level}: {m.wins}-{m.losses}-{m.draws} of {m.games} games, "
+            f"win rate {m.rate:.2f} [{low:.2f}, {high:.2f}]")
 
 
-def version_number(row: RatingRow) -> int | None:
-    """N of a model version's ratings name `<model>-vN` (tengen.loop.messages.version_player)."""
-    return player_version(row.name) if row.kind == "model" else None
+def rate_points(data: PageData, by_samples: bool) -> list[RatePoint]:
+    """The curve's points: against training samples (versions without a count left out) or time."""
+    points = []
+    for m in data.matches:
+        x = m.training_samples if by_samples else hours_after(data.origin, m.last)
+        if x is None:
+            continue
+        low, high = m.interval
+        url = f"/games/v{m.version}#strength" if data.games_dir else None
+        points.append(RatePoint(float(x), m.level, m.version, m.rate, low, high, match_tip(m), url))
+    return points
 
 
-def games_url(row: RatingRow) -> str | None:
-    """The page of a model version's games (tengen.ratings.games_page), or None."""
-    version = version_number(row)
-    return None if version is None else f"/games/v{version}"
+# -- sections -----------------------------------------------------------------------------------------
+def progress_html(data: PageData, now: float) -> str:
+    p = data.progress
+    if p is None:
+        run = ("<p>This ratings service has no <code>run.json</code> in its data dir (compose, Kubernetes, or no "
+               "<code>tengen run</code> up): the run's elapsed time, samples trained and self-play's games/s are "
+               "known only to the run's supervisor and the services' /metrics. What the ratings store knows is "
+               "below.</p>")
+    else:
+        age = max(0.0, now - p.updated)
+        of = f" of {duration(p.duration_s)}" if p.duration_s else ""
+        bar = (f' <progress max="{p.duration_s:.0f}" value="{min(p.elapsed_s, p.duration_s):.0f}"></progress>'
+               if p.duration_s else "")
+        samples = "-" if p.samples is None else f"{p.samples:,}"
+        games = "-" if p.games_played is None else f"{p.games_played:,}"
+        rate = "-" if p.games_per_s is None else f"{p.games_per_s:.2f}"
+        stale = (f' <strong class="stale">These figures are {duration(age)} old: the run has stopped or is not '
+                 "writing them.</strong>" if age > STALE_S else "")
+        run = (f'<p>Run up <span id="elapsed">{duration(p.elapsed_s)}{of}</span>{bar} &middot; '
+               f'<span id="samples">{samples}</span> samples trained &middot; '
+               f'<span id="games">{games}</span> self-play games at <span id="games-per-s">{rate}</span> games/s'
+               f'</p>\n<p class="note">As of {duration(age)} ago, from <code>tengen run</code>\'s status line '
+               f"(run.json).{stale}</p>")
+    newest = max(((v, r) for r in data.history.points if (v := player_version(r.name)) is not None),
+                 default=None, key=lambda vr: vr[0])
+    version = "none yet" if newest is None else (
+        f"v{newest[0]}" + (f" ({si(newest[1].training_samples)} samples)" if newest[1].training_samples is not None
+                           else ""))
+    measured = max(data.matches, key=lambda m: m.last, default=None)
+    last = "none yet" if measured is None else (
+        f"v{measured.version}, {utc(measured.last)} UTC ({clock(hours_after(data.origin, measured.last))})")
+    return (f"{run}\n<p>Ratings: {data.leaderboard.summary.total_games:,} rated games &middot; newest rated version "
+            f"{version} &middot; last game against GNU Go: {last} &middot; read at "
+            f"{datetime.fromtimestamp(now, UTC):%H:%M:%S} UTC</p>")
 
 
-def reference_anchors(board: Leaderboard) -> list[RatingRow]:
-    """The rated anchors (GNU Go levels and any other fixed reference), drawn as lines."""
-    return [r for r in board.ratings if r.kind == "anchor" and rated(r)]
+def curve_html(data: PageData) -> str:
+    if not data.matches:
+        return ('<p class="empty">No games against GNU Go yet. The strength service measures version 1 first, '
+                "then the newest version every <code>strength.interval_s</code>; without a <code>gnugo</code> "
+                "binary it idles (<code>make gnugo</code>).</p>")
+    by_samples = rate_points(data, by_samples=True)
+    left_out = len(data.matches) - len(by_samples)
+    missing = (f'<p class="note">{left_out} of the points have no training-sample count and are only on the '
+               "time plot.</p>" if left_out else "")
+    games = sum(m.games for m in data.matches)
+    return (f'<p class="note">{games} games of the strength service (source <code>strength</code>) in the ratings '
+            "store: each point is one version against one GNU Go level, its win rate with draws half and the "
+            "95% Wilson interval as a bar. Hour 0 is the first rated game.</p>\n"
+            f"{winrate_plot(by_samples, SAMPLES)}\n{missing}{winrate_plot(rate_points(data, False), TIME)}")
 
 
-def elo_plot(
-    points: Sequence[RatingRow],
-    axis: Callable[[Sequence[RatingRow]], Axis] = samples_axis,
-    anchors: Sequence[RatingRow] = (),
-    links: bool = False,
-) -> str:
-    """SVG of each version's rating (with interval bars) against `axis`, and each anchor's rating
-    as a dashed horizontal line; with `links`, each version's point links to its games."""
-    points = [p for p in points if rated(p)]
-    if not points:
-        return '<p class="empty">No rated model versions yet.</p>'
-    anchors = [a for a in anchors if rated(a)]
-    x_axis = axis(points)
-    # The anchors' ratings are in the y range so their lines show however far the versions are.
-    scale = Scale.covering(
-        x_axis.values,
-        [p.elo_low for p in points] + [p.elo_high for p in points] + [a.elo for a in anchors],
-    )
-    px, py = scale.px, scale.py
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-        f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="Elo against {escape(x_axis.label)}">',
-        f'<rect x="{LEFT}" y="{TOP}" width="{PLOT_W}" height="{PLOT_H}" fill="#fafafa" stroke="#999"/>',
-    ]
-    for y in nice_ticks(scale.y_lo, scale.y_hi):
-        parts.append(
-            f'<line x1="{LEFT}" x2="{LEFT + PLOT_W}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#e3e3e3"/>'
-            f'<text x="{LEFT - 6}" y="{py(y) + 4:.1f}" text-anchor="end" font-size="11">{y:g}</text>'
-        )
-    for tick in sorted(set(x_axis.values)) if x_axis.at_values else nice_ticks(scale.x_lo, scale.x_hi):
-        parts.append(
-            f'<line x1="{px(tick):.1f}" x2="{px(tick):.1f}" y1="{TOP + PLOT_H}" y2="{TOP + PLOT_H + 4}" stroke="#666"/>'
-            f'<text x="{px(tick):.1f}" y="{TOP + PLOT_H + 17}" text-anchor="middle" font-size="11">'
-            f"{x_axis.tick_label(tick)}</text>"
-        )
-    parts.append(
-        f'<text x="{LEFT + PLOT_W / 2:.1f}" y="{HEIGHT - 10}" text-anchor="middle" font-size="12">'
-        f'{escape(x_axis.label)}</text>'
-        f'<text transform="translate(16 {TOP + PLOT_H / 2:.1f}) rotate(-90)" text-anchor="middle" '
-        f'font-size="12">Elo</text>'
-    )
-    label_y = -math.inf  # labels of lines closer than a line of text go below each other
-    for a in sorted(anchors, key=lambda a: py(a.elo)):
-        label = escape(anchor_label(a.name))
-        tip = escape(f"{a.name}: {a.elo:.0f} [{a.elo_low:.0f}, {a.elo_high:.0f}], {a.games} games")
-        label_y = max(py(a.elo) - 4, label_y + LABEL_GAP)
-        parts.append(
-            f'<g class="anchor"><title>{tip}</title>'
-            f'<line x1="{LEFT}" x2="{LEFT + PLOT_W}" y1="{py(a.elo):.1f}" y2="{py(a.elo):.1f}" '
-            f'stroke="#b5523b" stroke-dasharray="6 4"/>'
-            f'<text x="{LEFT + PLOT_W - 4}" y="{label_y:.1f}" text-anchor="end" font-size="11" '
-            f'fill="#b5523b">{label}</text></g>'
-        )
-    # Left to right: creation order need not follow training order.
-    ordered = sorted(zip(x_axis.values, points), key=lambda xp: xp[0])
-    line = " ".join(f"{px(v):.1f},{py(p.elo):.1f}" for v, p in ordered)
-    parts.append(f'<polyline points="{line}" fill="none" stroke="#3a6ea5" stroke-width="1.5"/>')
-    for v, p in ordered:
-        cx = px(v)
-        tip = escape(f"{p.name}: {p.elo:.0f} [{p.elo_low:.0f}, {p.elo_high:.0f}], {p.games} games")
-        url = games_url(p) if links else None
-        parts.append(
-            (f'<a href="{url}">' if url else "") + f'<g class="version"><title>{tip}</title>'
-            f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{py(p.elo_low):.1f}" y2="{py(p.elo_high):.1f}" stroke="#3a6ea5"/>'
-            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{py(p.elo_low):.1f}" y2="{py(p.elo_low):.1f}" '
-            f'stroke="#3a6ea5"/>'
-            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{py(p.elo_high):.1f}" y2="{py(p.elo_high):.1f}" '
-            f'stroke="#3a6ea5"/>'
-            f'<circle cx="{cx:.1f}" cy="{py(p.elo):.1f}" r="3.5" fill="#1f4e79"/></g>' + ("</a>" if url else "")
-        )
-    parts.append("</svg>")
-    return "\n".join(parts)
+def matches_html(data: PageData) -> str:
+    if not data.matches:
+        return ""
+    rows = []
+    for m in sorted(data.matches, key=lambda m: (-m.version, m.level)):
+        low, high = m.interval
+        samples = "" if m.training_samples is None else f"{m.training_samples:,}"
+        link = f'<td><a href="/games/v{m.version}#strength">games</a></td>' if data.games_dir else ""
+        rows.append(f'<tr class="match" data-version="{m.version}" data-level="{m.level}">'
+                    f'<td class="name">{escape(m.player)}</td><td>{m.level}</td><td>{m.games}</td>'
+                    f"<td>{m.wins}-{m.losses}-{m.draws}</td><td>{m.rate:.2f}</td><td>{low:.2f} &ndash; {high:.2f}</td>"
+                    f"<td>{samples}</td><td>{utc(m.last)}</td><td>{clock(hours_after(data.origin, m.last))}</td>"
+                    f"{link}</tr>")
+    watch = "<th>watch</th>" if data.games_dir else ""
+    return ('<table id="match-table">\n<tr><th class="name">version</th><th>GNU Go level</th><th>games</th>'
+            "<th>won-lost-drawn</th><th>win rate</th><th>95% Wilson interval</th><th>training samples</th>"
+            f"<th>last game (UTC)</th><th>h:mm</th>{watch}</tr>\n" + "\n".join(rows) + "\n</table>")
 
 
-def table_row(r: RatingRow, links: bool = False) -> str:
+def gating_html(data: PageData) -> str:
+    if not data.games_dir:
+        return '<p class="empty">No games dir: gating\'s decision log (gating/decisions.jsonl) is not here.</p>'
+    if not data.decisions:
+        return '<p class="empty">No gating decision yet (gating/decisions.jsonl).</p>'
+    rows = []
+    shown = data.decisions[::-1][:MAX_DECISIONS]
+    for d in shown:
+        when = datetime.fromtimestamp(d.time, UTC)
+        against = "" if d.opponent_version is None else f"v{d.opponent_version}"
+        score = f"{d.wins}-{d.losses}" + (f"-{d.draws}" if d.draws else "") + f" of {d.games}" if d.games else ""
+        verdict = f"promoted as v{d.promoted_version}" if d.promoted_version is not None else "rejected"
+        rows.append(f'<tr class="decision"><td>{utc(when)}</td><td>{clock(hours_after(data.origin, when))}</td>'
+                    f'<td class="name">{escape(d.candidate)}</td><td>{against}</td><td>{score}</td>'
+                    f'<td class="name">{verdict}</td><td class="name why">{escape(d.reason)}</td></tr>')
+    more = (f'<p class="note">The newest {MAX_DECISIONS} of {len(data.decisions)} decisions.</p>'
+            if len(data.decisions) > MAX_DECISIONS else "")
+    return ('<table id="gating-table">\n<tr><th>time (UTC)</th><th>h:mm</th><th class="name">candidate</th>'
+            '<th>against</th><th>candidate won-lost</th><th class="name">decision</th><th class="name">why</th></tr>\n'
+            + "\n".join(rows) + f"\n</table>\n{more}")
+
+
+def table_row(r: RatingRow, links: bool) -> str:
     # An unrated row's ratings are NaN: blank cells rather than "nan".
     elo = f"<td>{r.elo:.0f}</td><td>{r.elo_low:.0f} &ndash; {r.elo_high:.0f}</td>" if rated(r) else "<td></td><td></td>"
     samples = "" if r.training_samples is None else si(r.training_samples)
     url = games_url(r) if links else None
     watch = f'<td><a class="games" href="{url}">games</a></td>' if url else ("<td></td>" if links else "")
     return (
-        f"<tr><td>{r.rank}</td><td>{escape(r.name)}</td><td>{escape(r.kind)}</td>{elo}"
+        f'<tr><td>{r.rank}</td><td class="name">{escape(r.name)}</td><td class="name">{escape(r.kind)}</td>{elo}'
         f"<td>{r.games}</td><td>{r.wins}</td><td>{r.losses}</td><td>{r.draws}</td><td>{samples}</td>{watch}</tr>"
     )
 
 
-def render_page(board: Leaderboard, history: History, games: bool = False) -> str:
-    """The page; with `games`, each model version links to its games (its row and its points)."""
-    s = board.summary
-    anchor = f"{escape(s.anchor)} = {s.anchor_elo:g}" if s.anchor else f"mean = {s.anchor_elo:g}"
-    rows = "\n".join(table_row(r, games) for r in board.ratings)
+def elo_heading(data: PageData) -> str:
+    s = data.leaderboard.summary
+    if s.anchor:
+        held = anchor_label(s.anchor)
+        return f"Elo on GNU Go's scale: {escape(s.anchor)} = {s.anchor_elo:g}" + (
+            f" ({escape(held)})" if held != s.anchor else "")
+    return f"Elo with the mean held at {s.anchor_elo:g} (no GNU Go level rated yet)"
+
+
+def elo_html(data: PageData) -> str:
+    s, links = data.leaderboard.summary, data.games_dir
     level = f"{s.confidence * 100:g}%"
-    anchors = reference_anchors(board)
+    anchors = [r for r in data.leaderboard.ratings if r.kind == "anchor" and rated(r)]
+    rows = "\n".join(table_row(r, links) for r in data.leaderboard.ratings)
+    return f"""<h2 id="elo-heading">{elo_heading(data)}</h2>
+<p class="note">Bayesian Elo over {s.total_games} games (gating's and the strength service's); prior
+{s.prior_draws:g} virtual draws; intervals at {level}. A chain of gating wins inflates Elo: the win rates
+against GNU Go above are the measurement.</p>
+{elo_plot(data.history.points, anchors, links)}
+<h3>Leaderboard</h3>
+<table id="leaderboard">
+<tr><th>#</th><th class="name">player</th><th class="name">kind</th><th>Elo</th><th>{level} interval</th><th>games</th>
+<th>wins</th><th>losses</th><th>draws</th><th>training samples</th>{"<th>watch</th>" if links else ""}</tr>
+{rows}
+</table>"""
+
+
+def sections(data: PageData, now: float) -> dict[str, str]:
+    """The page's live parts by element id: what /api/curve hands the page's script."""
+    return {"progress": progress_html(data, now), "curve": curve_html(data), "matches": matches_html(data),
+            "gating": gating_html(data), "elo": elo_html(data)}
+
+
+def render_page(data: PageData, refresh_s: float = REFRESH_S, now: float | None = None) -> str:
+    parts = sections(data, time.time() if now is None else now)
+    games = ' Games: <a href="/games">/games</a> (the strength service\'s among them).' if data.games_dir else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>tengen ratings</title>
-<style>
-body {{ font-family: sans-serif; margin: 2em; color: #222; }}
-table {{ border-collapse: collapse; }}
-td, th {{ padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: right; }}
-td:nth-child(2), td:nth-child(3), th:nth-child(2), th:nth-child(3) {{ text-align: left; }}
-.note {{ color: #666; font-size: 90%; }}
-</style></head>
+<style>{STYLE}</style></head>
 <body>
-<h1>tengen ratings</h1>
-<p class="note">Bayesian Elo over {s.total_games} games; prior {s.prior_draws:g} virtual draws;
-anchor {anchor}; intervals at {level}.</p>
-<h2>Elo over training</h2>
-{elo_plot(history.points, samples_axis, anchors, games)}
-<h2>Elo over wall-clock time</h2>
-{elo_plot(history.points, hours_axis, anchors, games)}
-<h2>Leaderboard</h2>
-<table>
-<tr><th>#</th><th>player</th><th>kind</th><th>Elo</th><th>{level} interval</th><th>games</th>
-<th>wins</th><th>losses</th><th>draws</th><th>training samples</th>{"<th>watch</th>" if games else ""}</tr>
-{rows}
-</table>
-<p class="note">JSON: <a href="/api/leaderboard">/api/leaderboard</a>, <a href="/api/history">/api/history</a>,
-/api/player/NAME. Metrics: <a href="/metrics">/metrics</a>.{' Games: <a href="/games">/games</a>.' if games else ""}</p>
+<h1>tengen: strength against GNU Go</h1>
+<section id="progress">{parts["progress"]}</section>
+<h2>Win rate against GNU Go</h2>
+<section id="curve">{parts["curve"]}</section>
+<section id="matches">{parts["matches"]}</section>
+<h2>Gating decisions</h2>
+<section id="gating">{parts["gating"]}</section>
+<section id="elo">{parts["elo"]}</section>
+<p class="note">This page fetches its figures again every {refresh_s:g} s. JSON: <a href="/api/curve">/api/curve</a>,
+<a href="/api/leaderboard">/api/leaderboard</a>, <a href="/api/history">/api/history</a>, /api/player/NAME.
+Metrics: <a href="/metrics">/metrics</a>.{games}</p>
+{SCRIPT.replace("REFRESH_MS", str(round(refresh_s * 1000)))}
 </body></html>
 """
+
+
+def match_json(m: StrengthMatch, origin: datetime | None) -> dict[str, Any]:
+    low, high = m.interval
+    return {"player": m.player, "version": m.version, "opponent": m.opponent, "level": m.level, "games": m.games,
+            "wins": m.wins, "losses": m.losses, "draws": m.draws, "rate": m.rate, "rate_low": low, "rate_high": high,
+            "training_samples": m.training_samples, "first": m.first.isoformat(), "last": m.last.isoformat(),
+            "hours": hours_after(origin, m.last)}
+
+
+def page_json(data: PageData, now: float | None = None) -> dict[str, Any]:
+    """GET /api/curve: the curve's matches, gating's decisions, the run's progress, the Elo anchor,
+    and `html`, the page's sections as the page renders them."""
+    now = time.time() if now is None else now
+    return {
+        "read_at": datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
+        "origin": None if data.origin is None else data.origin.isoformat(),
+        "elo_anchor": data.leaderboard.summary.anchor or None,
+        "matches": [match_json(m, data.origin) for m in data.matches],
+        "decisions": [asdict(d) for d in data.decisions],
+        "progress": None if data.progress is None else data.progress.to_json(),
+        "html": sections(data, now),
+    }

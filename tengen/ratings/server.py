@@ -1,14 +1,17 @@
 """The ratings service's two front ends over one RatingsApi: gRPC (grpcio) and HTTP (stdlib).
 
 HTTP routes:
-    GET  /                    HTML leaderboard and Elo-over-training plot (inline SVG)
+    GET  /                    HTML: the win rate against GNU Go over training samples and time, the
+                              match table, gating's decisions, Elo and the leaderboard (tengen.ratings.page)
+    GET  /api/curve           ?prior_draws=X          JSON: the page's figures and sections (its refresh)
     GET  /api/leaderboard     ?n=N&prior_draws=X      JSON
     GET  /api/player/NAME     ?prior_draws=X          JSON (NAME percent-encoded)
     GET  /api/history         ?prior_draws=X          JSON
     GET  /games               versions with games to watch (tengen.ratings.games: the games dir)
-    GET  /games/vN            version N's sampled self-play games and its gating matches
+    GET  /games/vN            version N's sampled self-play games, gating matches and games against GNU Go
     GET  /games/selfplay/vN/ID        ?move=K   a self-play game as a board at move K; ID.sgf: the SGF
     GET  /games/gating/CANDIDATE/I    ?move=K   game I of a gating match; I.sgf: the SGF
+    GET  /games/strength/vN/NAME      ?move=K   a game of version N against GNU Go; NAME.sgf: the SGF
     POST /api/games           JSON {"games": [...], "players": [...]}, needs the bearer token
     GET  /healthz             200 "ok" when the database answers, else 503
     GET  /metrics             Prometheus text format
@@ -47,7 +50,7 @@ from tengen.ratings.book import to_json
 from tengen.ratings.config import prior_draws as parse_prior_draws
 from tengen.ratings.games import GameLibrary
 from tengen.ratings.games_page import serve_games
-from tengen.ratings.page import render_page
+from tengen.ratings.page import REFRESH_S, page_json, render_page
 from tengen.ratings.records import (
     Conflict,
     GameReport,
@@ -246,7 +249,10 @@ def report_from_json(raw: bytes) -> tuple[list[GameReport], list[PlayerInfo]]:
     return games_from_json(body), players_from_json(body)
 
 
-def _make_handler(api: RatingsApi, timeout: float, games: GameLibrary | None = None) -> type[GuardedHandler]:
+def _make_handler(api: RatingsApi, timeout: float, games: GameLibrary | None = None,
+                  refresh_s: float = REFRESH_S) -> type[GuardedHandler]:
+    games_root = games.root if games is not None else None
+
     class Handler(GuardedHandler):
         server_version = "tengen-ratings"
         header_timeout = timeout
@@ -326,9 +332,11 @@ def _make_handler(api: RatingsApi, timeout: float, games: GameLibrary | None = N
                 self._json(HTTPStatus.OK, to_json(api.player(name, self._query_prior(query))))
             elif path == "/api/history":
                 self._json(HTTPStatus.OK, to_json(api.history(self._query_prior(query))))
+            elif path == "/api/curve":
+                self._json(HTTPStatus.OK, page_json(api.page(games_root, self._query_prior(query))),
+                           [("Cache-Control", "no-store")])
             elif path == "/":
-                prior = self._query_prior(query)
-                page = render_page(api.leaderboard(0, prior), api.history(prior), games is not None)
+                page = render_page(api.page(games_root, self._query_prior(query)), refresh_s)
                 self._send(HTTPStatus.OK, page.encode(), "text/html; charset=utf-8")
             elif games is not None and (path == "/games" or path.startswith("/games/")):
                 status, body, content_type, extra = serve_games(games, path, query)
@@ -378,9 +386,11 @@ class RatingsServer:
         http_timeout: float = HTTP_TIMEOUT_S,
         http_workers: int = HTTP_WORKERS,
         games_dir: str | os.PathLike[str] | None = None,
+        page_refresh_s: float = REFRESH_S,
     ) -> None:
-        """`games_dir`: the data dir whose self-play SGFs and gating matches the /games pages show
-        (None: no games pages)."""
+        """`games_dir`: the data dir whose self-play SGFs, gating matches and games against GNU Go
+        the /games pages show, and whose gating decisions and run.json the page reads (None: no
+        games pages); `page_refresh_s`: how often an open page fetches its figures again."""
         self.api = api
         self.games = GameLibrary(games_dir) if games_dir is not None else None
         self._grpc = grpc.server(
@@ -392,7 +402,7 @@ class RatingsServer:
         self.grpc_port = self._grpc.add_insecure_port(address)
         if self.grpc_port == 0:
             raise OSError(f"cannot listen for gRPC on {address}")
-        self._http = GuardedHTTPServer((host, http_port), _make_handler(api, http_timeout, self.games),
+        self._http = GuardedHTTPServer((host, http_port), _make_handler(api, http_timeout, self.games, page_refresh_s),
                                        max_connections=http_workers)
         self.http_port = self._http.server_address[1]
         # A short poll interval makes shutdown() return promptly.

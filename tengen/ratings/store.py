@@ -98,6 +98,18 @@ class StoredPlayer:
 
 
 @dataclass(frozen=True)
+class PairResults:
+    """Games of one source between two players (colours as played) with one result."""
+
+    black: str
+    white: str
+    result: str
+    count: int
+    first: datetime  # when the first and the last of them were played
+    last: datetime
+
+
+@dataclass(frozen=True)
 class ReportOutcome:
     accepted: int
     duplicates: int
@@ -319,6 +331,26 @@ class RatingsStore:
         for black, white, result, count in counts:
             tally.add(names[black], names[white], scores[result], count)
         return tally
+
+    def results_of(self, source: str) -> list[PairResults]:
+        """The games reported with `source`, aggregated per pair and result in SQL (the ratings
+        page's curve against GNU Go, without reading every game)."""
+        query = (
+            select(Game.black_id, Game.white_id, Game.result, func.count(), func.min(Game.played_at),
+                   func.max(Game.played_at))
+            .where(Game.source == source)
+            .group_by(Game.black_id, Game.white_id, Game.result)
+        )
+        with Session(self.engine) as session:
+            names = _names(session)
+            rows = list(session.execute(query).tuples())
+        return [PairResults(names[b], names[w], r, n, _utc(first), _utc(last)) for b, w, r, n, first, last in rows]
+
+    def first_played_at(self) -> datetime | None:
+        """When the earliest stored game was played (the ratings page's time origin)."""
+        with Session(self.engine) as session:
+            first = session.scalar(select(func.min(Game.played_at)))
+        return None if first is None else _utc(first)
 
     def game_count(self) -> int:
         with Session(self.engine) as session:

@@ -27,6 +27,7 @@ from tengen.gtp.gnugo import gnugo_command, model_command
 from tengen.loop.layout import DataDir
 from tengen.loop.messages import anchor_name, version_player
 from tengen.nn.export import export_samples
+from tengen.ratings.curve import STRENGTH_SOURCE
 from tengen.ratings.report import Reporter
 
 log = logging.getLogger(__name__)
@@ -117,7 +118,8 @@ def measure_version(
             break
         opponent = anchor_name(level)
         settings = EngineMatchSettings(games=config.games, size=config.board_size, komi=config.komi, rules=KATAGO,
-                                 sgf_dir=DataDir(data_dir).strength_sgf_version(version), source="strength")
+                                       sgf_dir=DataDir(data_dir).strength_sgf_version(version),
+                                       source=STRENGTH_SOURCE)
         match = Match(ours, EngineSpec(opponent, gnugo_command(gnugo, level), "anchor"), settings, reporter,
                       match_id=f"v{version}-l{level}-{time.strftime('%Y%m%d-%H%M%S')}", on_game=on_game)
         summary = match.run(stop)
