@@ -266,6 +266,10 @@ def match_section(match: GatingMatch, version: int) -> str:
             f'<p class="games">{" ".join(links) or "no finished game yet"}</p>')
 
 
+def count_games(n: int) -> str:
+    return f"{n} game" if n == 1 else f"{n} games"
+
+
 def strength_rows(entries: Sequence[tuple[StrengthEntry, SgfGame | None]]) -> str:
     rows = []
     for entry, game in entries:
@@ -287,7 +291,7 @@ def strength_section(version: int, games: Sequence[tuple[StrengthEntry, SgfGame 
     parts = []
     for level in sorted({e.level for e, _ in games}):
         at_level = [(e, g) for e, g in games if e.level == level]
-        parts.append(f'<h3 id="strength-l{level}">GNU Go level {level}: {len(at_level)} games</h3>\n<table>\n'
+        parts.append(f'<h3 id="strength-l{level}">GNU Go level {level}: {count_games(len(at_level))}</h3>\n<table>\n'
                      f"<tr><th>game</th><th>v{version} played</th><th>moves</th><th>result</th>"
                      f"<th>written (UTC)</th><th></th></tr>\n{strength_rows(at_level)}\n</table>")
     return "\n".join(parts)
@@ -336,7 +340,7 @@ def index_page(versions: dict[int, VersionGames], strength_levels: dict[int, dic
     )
     strength = "\n".join(
         f'<tr><td><a href="/games/v{v}#strength">v{v}</a></td><td>{level}</td>'
-        f'<td><a href="/games/v{v}#strength-l{level}">{count} games</a></td></tr>'
+        f'<td><a href="/games/v{v}#strength-l{level}">{count_games(count)}</a></td></tr>'
         for v, levels in sorted(strength_levels.items(), reverse=True) for level, count in sorted(levels.items())
     )
     strength_table = (

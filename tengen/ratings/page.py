@@ -144,9 +144,10 @@ def curve_html(data: PageData) -> str:
     missing = (f'<p class="note">{left_out} of the points have no training-sample count and are only on the '
                "time plot.</p>" if left_out else "")
     games = sum(m.games for m in data.matches)
-    return (f'<p class="note">{games} games of the strength service (source <code>strength</code>) in the ratings '
-            "store: each point is one version against one GNU Go level, its win rate with draws half and the "
-            "95% Wilson interval as a bar. Hour 0 is the first rated game.</p>\n"
+    return (f'<p class="note">{games} game{"" if games == 1 else "s"} of the strength service (source '
+            "<code>strength</code>) in the ratings store: each point is one version against one GNU Go level, "
+            "its win rate with draws half and the 95% Wilson interval as a bar. Hour 0 is the first rated "
+            "game.</p>\n"
             f"{winrate_plot(by_samples, SAMPLES)}\n{missing}{winrate_plot(rate_points(data, False), TIME)}")
 
 
