@@ -110,6 +110,7 @@ def _bad_inputs(tmp: Path) -> dict[str, list[str]]:
         "tengen ratings player": ["v1", "--url", nobody],
         "tengen ratings import": [missing + ".csv", "--data-dir", str(tmp / "data")],
         "tengen models init": ["--arch", "nope", "--out", str(tmp / "m.pt")],
+        "tengen models export": [missing + ".pt", "--onnx", str(tmp / "m.onnx")],
         "tengen models list": ["--no-such-flag"],
         "tengen models promote": [missing + ".pt", "--triton", nobody],
         "tengen models configure": ["--model-repository", missing],

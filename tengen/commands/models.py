@@ -1,4 +1,5 @@
-"""`tengen models init|list|promote|configure|prepare`: make a fresh export, see what the model
+"""`tengen models init|export|list|promote|configure|prepare`: make a fresh export, write one as
+ONNX or plain weights for use outside tengen (tengen.commands.models_export), see what the model
 repository and Triton hold, hot-swap an export into Triton by hand, bring a model's config to a
 preset, and prepare the repository before Triton starts.
 
@@ -21,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tengen.commands import CommandError
+from tengen.commands import CommandError, models_export
 from tengen.config import BACKENDS, Config
 from tengen.infra.entrypoint import add_preset_argument, positive_float
 
@@ -74,6 +75,32 @@ def repository_path(args: argparse.Namespace) -> Path:
     if args.model_repository is not None:
         return args.model_repository
     return DataDir(data_dir(args)).models
+
+
+def resolve_export(source: str, repository: Path, model: str) -> tuple[Path, int | None]:
+    """The export a command line names: a number N is version N of `model` in the repository
+    (<repository>/<model>/<N>/model.pt), anything else an export file; (its path, N or None).
+    Raises CommandError when there is no such version or file."""
+    from tengen.infra.triton.repository import check_model_name, version_export_path
+
+    if not source.isdigit():
+        path = Path(source)
+        if not path.is_file():
+            raise CommandError(f"no export file at {path} (a version is named by its number, e.g. 12 for "
+                               f"{version_export_path(repository, model, 12)})")
+        return path, None
+    version = int(source)
+    try:
+        path = version_export_path(repository, model, version)
+    except ValueError as exc:  # a bad model name
+        raise CommandError(str(exc)) from None
+    if path.is_file():
+        return path, version
+    model_dir = repository / check_model_name(model)
+    versions = sorted(int(d.name) for d in model_dir.iterdir() if d.name.isdigit()
+                      and version_export_path(repository, model, int(d.name)).is_file()) if model_dir.is_dir() else []
+    held = f"it has versions {', '.join(map(str, versions))}" if versions else "it has no versions there"
+    raise CommandError(f"{model} has no version {version} in {repository} ({held})")
 
 
 # -- init -----------------------------------------------------------------------------------------
@@ -319,8 +346,8 @@ def _prepare(args: argparse.Namespace) -> int:
 # -- argparse -------------------------------------------------------------------------------------
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "models", help="model exports and the Triton model repository: init, list, promote (hot swap), configure, "
-        "prepare",
+        "models", help="model exports and the Triton model repository: init, export (ONNX, weights), list, "
+        "promote (hot swap), configure, prepare",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="models_command", metavar="ACTION", required=True)
@@ -333,6 +360,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     init.add_argument("--seed", type=int, default=0, help="torch seed of the initialisation (default 0)")
     init.add_argument("--force", action="store_true", help="overwrite an existing export")
     init.set_defaults(func=_init)
+
+    models_export.register(actions)
 
     lst = actions.add_parser("list", help="versions in the repository and which Triton reports ready",
                              description="Every model and version in the model repository with its sidecar "

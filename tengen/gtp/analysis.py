@@ -137,10 +137,13 @@ def lower_bound(winrate: float, visits: int) -> float:
     return min(1.0, max(0.0, winrate - spread))
 
 
-def encode_batch(positions: Sequence[tuple[Board, Board | None, Board | None]]) -> tuple[np.ndarray, np.ndarray]:
-    """Input planes for (board, prev1, prev2) triples of one board size."""
+def encode_batch(positions: Sequence[tuple[Board, Board | None, Board | None]],
+                 side: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Input planes for (board, prev1, prev2) triples of one board size, or of boards of any size
+    up to `side` padded top-left into side x side planes (their on-board plane masks the rest)."""
     first = positions[0][0]
-    spatial = np.zeros((len(positions), NUM_SPATIAL, first.y_size, first.x_size), dtype=np.float32)
+    height, width = (side, side) if side is not None else (first.y_size, first.x_size)
+    spatial = np.zeros((len(positions), NUM_SPATIAL, height, width), dtype=np.float32)
     global_inputs = np.zeros((len(positions), NUM_GLOBAL), dtype=np.float32)
     for i, (board, prev1, prev2) in enumerate(positions):
         encode(board, spatial[i], global_inputs[i], prev1, prev2 if prev1 is not None else None)

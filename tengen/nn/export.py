@@ -17,7 +17,9 @@ Exports made before the uncertainty output return the first four only; `complete
 them the constant "unknown" uncertainty, so every evaluator serves all of OUTPUT_NAMES.
 
 `export_onnx` converts an export to ONNX (same inputs, outputs and dynamic batch and board axes) for
-Triton's ONNX Runtime backend on GPUs, where TensorRT builds fp16 engines from it.
+Triton's ONNX Runtime backend on GPUs, where TensorRT builds fp16 engines from it. `served_net` and
+`write_weights` turn an export into a plain weights file (the InferenceNet's state_dict, with a
+sidecar naming the architecture), which `load_weights` reads back into the model class.
 """
 from __future__ import annotations
 
@@ -35,9 +37,19 @@ import numpy as np
 import torch
 
 from tengen.go.planes import MAX_BOARD, MIN_BOARD, NUM_GLOBAL, NUM_SPATIAL
-from tengen.nn.model import OFF_BOARD_LOGIT, InferenceNet, KataGoNet, parameter_count
+from tengen.nn.model import (
+    OFF_BOARD_LOGIT,
+    SHORT_TERM_PREFIXES,
+    Architecture,
+    InferenceNet,
+    KataGoNet,
+    ShortTermHead,
+    parameter_count,
+)
 
 EXPORT_FORMAT = "tengen-torchscript-1"
+WEIGHTS_FORMAT = "tengen-weights-1"  # a plain state_dict of tengen.nn.model.InferenceNet
+ONNX_FORMAT = "tengen-onnx-1"  # the sidecar of an ONNX copy written by `tengen models export`
 INPUTS = (
     {"name": "spatial", "dtype": "float32", "shape": ["B", NUM_SPATIAL, "H", "W"]},
     {"name": "globals", "dtype": "float32", "shape": ["B", NUM_GLOBAL]},
@@ -121,18 +133,24 @@ def export_model(
     }
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    side = sidecar_path(target)
     tmp_model = target.with_name(f".{target.name}.tmp")
-    tmp_side = side.with_name(f".{side.name}.tmp")
     with quiet_torchscript():
         torch.jit.save(scripted, str(tmp_model))
+    publish(tmp_model, target, metadata)
+    return metadata
+
+
+def publish(written: Path, target: Path, metadata: dict[str, Any]) -> None:
+    """Move the file `written` (complete, in target's directory) to `target` with `metadata` as
+    its sidecar: both are fsynced and renamed into place, so a reader never sees half a file."""
+    side = sidecar_path(target)
+    tmp_side = side.with_name(f".{side.name}.tmp")
     tmp_side.write_text(json.dumps(metadata, indent=2) + "\n")
-    for tmp in (tmp_model, tmp_side):
+    for tmp in (written, tmp_side):
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
-    os.replace(tmp_model, target)
+    os.replace(written, target)
     os.replace(tmp_side, side)
-    return metadata
 
 
 def load_export(
@@ -140,26 +158,33 @@ def load_export(
 ) -> tuple[torch.jit.ScriptModule, dict[str, Any]]:
     """The exported module (eval mode) and its sidecar metadata."""
     target = Path(path)
-    side = sidecar_path(target)
-    if not target.is_file():
-        raise FileNotFoundError(f"no exported model at {target}")
-    if not side.is_file():
-        raise FileNotFoundError(f"exported model {target} has no sidecar {side}")
-    try:
-        metadata = json.loads(side.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"sidecar {side} is not valid JSON: {e}") from None
-    if not isinstance(metadata, dict) or metadata.get("format") != EXPORT_FORMAT:
-        raise ValueError(f"sidecar {side} is not a {EXPORT_FORMAT} export description")
-    if metadata.get("num_spatial") != NUM_SPATIAL or metadata.get("num_global") != NUM_GLOBAL:
-        raise ValueError(
-            f"{target} expects {metadata.get('num_spatial')} spatial / {metadata.get('num_global')} global "
-            f"input planes, this code produces {NUM_SPATIAL} / {NUM_GLOBAL}"
-        )
+    metadata = read_sidecar(target, EXPORT_FORMAT)
     with quiet_torchscript():
         module = torch.jit.load(str(target), map_location=device)
     module.eval()
     return module, metadata
+
+
+def read_sidecar(path: Path, file_format: str) -> dict[str, Any]:
+    """The sidecar of the `file_format` file at `path`, after checking both exist and that its
+    input planes are this code's. Raises FileNotFoundError or ValueError."""
+    side = sidecar_path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no exported model at {path}")
+    if not side.is_file():
+        raise FileNotFoundError(f"exported model {path} has no sidecar {side}")
+    try:
+        metadata = json.loads(side.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"sidecar {side} is not valid JSON: {e}") from None
+    if not isinstance(metadata, dict) or metadata.get("format") != file_format:
+        raise ValueError(f"sidecar {side} is not a {file_format} export description")
+    if metadata.get("num_spatial") != NUM_SPATIAL or metadata.get("num_global") != NUM_GLOBAL:
+        raise ValueError(
+            f"{path} expects {metadata.get('num_spatial')} spatial / {metadata.get('num_global')} global "
+            f"input planes, this code produces {NUM_SPATIAL} / {NUM_GLOBAL}"
+        )
+    return metadata
 
 
 def use_optimistic_policy(policy: str, has_head: bool, what: str) -> bool:
@@ -206,3 +231,45 @@ def export_onnx(export_path: str | os.PathLike[str], onnx_path: str | os.PathLik
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+# -- the plain weights file -------------------------------------------------------------------------
+def served_net(module: torch.jit.ScriptModule, metadata: dict[str, Any]) -> InferenceNet:
+    """The net of a loaded export as tengen's model class: an InferenceNet (eval mode) of the
+    sidecar's architecture holding the export's weights."""
+    state = module.state_dict()
+    short_term = f"{SHORT_TERM_PREFIXES[0]}out.weight" in state  # a net without the heads has no weights there
+    net = InferenceNet(KataGoNet(Architecture(**metadata["architecture"]), short_term,
+                                 bool(metadata.get("optimistic_policy", False))))
+    wanted = net.state_dict()
+    # Scripting keeps the constant of a net without short-term heads, which the eager module
+    # does not save; every other key must match (load_state_dict is strict about missing ones).
+    net.load_state_dict({key: value for key, value in state.items() if key in wanted})
+    return net.eval()
+
+
+def write_weights(net: InferenceNet, path: str | os.PathLike[str], metadata: dict[str, Any]) -> dict[str, Any]:
+    """Write `net`'s state_dict at `path` (torch.save: tensors only, torch.load(weights_only=True)
+    reads it) with a sidecar: `metadata` (an export's) as WEIGHTS_FORMAT, saying whether the net
+    has short-term heads. Returns the sidecar's contents."""
+    target = Path(path)
+    sidecar = {**metadata, "format": WEIGHTS_FORMAT, "model_class": "tengen.nn.model.InferenceNet",
+               "short_term_heads": isinstance(net.short_term_head, ShortTermHead)}
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        torch.save(net.state_dict(), tmp)
+        publish(tmp, target, sidecar)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return sidecar
+
+
+def load_weights(path: str | os.PathLike[str]) -> tuple[InferenceNet, dict[str, Any]]:
+    """The net of a weights file (eval mode, on the CPU) and its sidecar."""
+    target = Path(path)
+    metadata = read_sidecar(target, WEIGHTS_FORMAT)
+    net = InferenceNet(KataGoNet(Architecture(**metadata["architecture"]), bool(metadata["short_term_heads"]),
+                                 bool(metadata.get("optimistic_policy", False))))
+    net.load_state_dict(torch.load(target, map_location="cpu", weights_only=True))
+    return net.eval(), metadata
