@@ -120,6 +120,7 @@ def _bad_inputs(tmp: Path) -> dict[str, list[str]]:
         "tengen analysis": ["--model", missing + ".pt"],
         "tengen match": ["--black", "", "--white", "gnugo"],
         "tengen eval gnugo": ["--model", missing + ".pt"],
+        "tengen eval versions": ["3", "4", "--data-dir", missing],
         "tengen run": ["--preset", "nope", "--data-dir", str(tmp / "run")],
         "tengen chaos": ["--data-dir", str(a_file)],
         "tengen status": ["--data-dir", str(tmp / "no-such-run")],

@@ -1,4 +1,5 @@
-"""`tengen eval gnugo`: measure a model against GNU Go, a fixed outside anchor.
+"""`tengen eval gnugo`: measure a model against GNU Go, a fixed outside anchor (`tengen eval versions`,
+one version against another until a sequential test decides: tengen.commands.eval_versions).
 
     tengen eval gnugo --model tengen-data/models/tengen/3/model.pt --level 1 --games 20 --size 9
 
@@ -17,6 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from tengen.commands import eval_versions
 from tengen.commands.gtp import add_engine_arguments
 from tengen.commands.match import add_game_arguments, play_match
 from tengen.gtp.gnugo import GNUGO_LEVELS, INSTALL_HINT, find_gnugo, gnugo_command, model_command
@@ -30,7 +32,12 @@ def model_name(args: argparse.Namespace) -> str:
         return args.name
     if args.triton:
         return version_player(args.model, args.model_version) if args.model_version else args.model
-    path = Path(args.model)
+    return export_player(Path(args.model))
+
+
+def export_player(path: Path) -> str:
+    """Ratings name of an export file: `<model>-v<N>` for a file in a model repository's
+    `<model>/<N>/` directory, else the file's stem (shared with `tengen eval versions`)."""
     if path.parent.name.isdigit() and path.parent.parent.name:
         return version_player(path.parent.parent.name, int(path.parent.name))
     return path.stem
@@ -68,7 +75,8 @@ def _gnugo(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "eval", help="measure a model against an outside engine (GNU Go)", description=__doc__,
+        "eval", help="measure a model against an outside engine (GNU Go) or another version (SPRT)",
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     opponents = parser.add_subparsers(dest="opponent", metavar="OPPONENT", required=True)
@@ -84,3 +92,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gnugo.add_argument("--gnugo", default=None, help="path of the gnugo binary (default: gnugo on PATH)")
     add_game_arguments(gnugo, default_games=10)
     gnugo.set_defaults(func=_gnugo)
+    eval_versions.register(opponents)

@@ -42,11 +42,17 @@ def add_game_arguments(parser: argparse.ArgumentParser, default_games: int) -> N
                         help="seconds an engine may take for one move before it forfeits (default 120)")
     parser.add_argument("--sgf-dir", type=Path, default=None,
                         help="write every game here as SGF (and each engine's stderr log)")
+    add_ratings_arguments(parser)
+
+
+def add_ratings_arguments(parser: argparse.ArgumentParser, data_dir_use: str = "") -> None:
+    """Where the games are reported (make_reporter) and --json (shared with `tengen eval versions`,
+    whose data dir also holds the versions: `data_dir_use` says so in --data-dir's help)."""
     parser.add_argument("--ratings", dest="url", metavar="HOST:PORT", default=None,
                         help="ratings service gRPC address (default ratings.url: $TENGEN_RATINGS_URL); unset: "
                         "the data dir's store")
     parser.add_argument("--data-dir", type=Path, default=None,
-                        help="data dir whose ratings store is used without --ratings, and whose token "
+                        help=f"data dir {data_dir_use}whose ratings store is used without --ratings, and whose token "
                         "file authorises writes to the service (default run.data_dir: $TENGEN_DATA_DIR, "
                         "else ./tengen-data)")
     parser.add_argument("--database-url", default=None,

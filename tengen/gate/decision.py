@@ -30,6 +30,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Iterable
+
+from tengen.loop.ledger import MatchGameResult
 
 SPRT_P0 = 0.45
 SPRT_P1 = 0.55
@@ -86,6 +89,23 @@ def sprt_bounds(alpha: float = SPRT_ALPHA, beta: float = SPRT_BETA) -> tuple[flo
     return math.log(beta / (1 - alpha)), math.log((1 - beta) / alpha)
 
 
+def sprt_accepts(score: Score) -> bool | None:
+    """The sequential test's verdict on `score` (games in index order): True once it accepts H1
+    (p = SPRT_P1), False once it accepts H0 (p = SPRT_P0), None while the LLR is between the bounds."""
+    llr = sprt_llr(score)
+    lower, upper = sprt_bounds()
+    return True if llr >= upper else False if llr <= lower else None
+
+
+def side_score(results: Iterable[MatchGameResult], side: int) -> Score:
+    """The score of match side `side` (0 or 1: an evaluator of tengen.gate.net_match) in these games."""
+    score = Score()
+    for result in results:
+        winner = result.winner_side()
+        score = score.add("draw" if winner is None else "win" if winner == side else "loss")
+    return score
+
+
 def decide(score: Score, games: int, wins_to_pass: int, sprt: bool) -> Verdict | None:
     """The verdict once the match is decided by `score` (games in index order), else None."""
     if not 1 <= wins_to_pass <= games:
@@ -99,13 +119,12 @@ def decide(score: Score, games: int, wins_to_pass: int, sprt: bool) -> Verdict |
     if score.points + left < wins_to_pass:
         return Verdict(False, f"{score.points:g} wins with {left} games left cannot reach {wins_to_pass} "
                        f"of {games}: fails")
-    if sprt:
-        llr = sprt_llr(score)
-        lower, upper = sprt_bounds()
-        if llr >= upper:
+    accepted = sprt_accepts(score) if sprt else None
+    if accepted is not None:
+        llr, (lower, upper) = sprt_llr(score), sprt_bounds()
+        if accepted:
             return Verdict(True, f"SPRT accepts p={SPRT_P1} over p={SPRT_P0} after {score.games} games "
                            f"(LLR {llr:.2f} >= {upper:.2f})")
-        if llr <= lower:
-            return Verdict(False, f"SPRT accepts p={SPRT_P0} over p={SPRT_P1} after {score.games} games "
-                           f"(LLR {llr:.2f} <= {lower:.2f})")
+        return Verdict(False, f"SPRT accepts p={SPRT_P0} over p={SPRT_P1} after {score.games} games "
+                       f"(LLR {llr:.2f} <= {lower:.2f})")
     return None

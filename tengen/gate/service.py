@@ -55,7 +55,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from tengen.config import Config
-from tengen.gate.decision import Score, Verdict, decide
+from tengen.gate.decision import Score, Verdict, decide, side_score
 from tengen.gate.net_match import MatchRunner, NetMatchSettings
 from tengen.gate.promotion import ExportError, ModelServer, ServedMismatch, validate_export
 from tengen.infra.health import HealthServer
@@ -313,7 +313,7 @@ class GatingService:
             # lost its last 30 minutes so), so the candidate is rejected and the next one gated.
             log.error("gating: rejecting %s: %s", ann.name, err)
             promoted, reason = None, f"Triton does not serve it as exported: {err}"
-        score = _score(list(match.results.values()))  # every finished game, as ratings gets them
+        score = side_score(match.results.values(), CANDIDATE)  # every finished game, as ratings gets them
         self._record(ann, opponent, score, len(match.results), promoted, reason, samples=metadata.get("samples_seen"))
         self._unreported.append(ann.name)
         return True
@@ -369,7 +369,7 @@ class GatingService:
 
     def _verdict(self, match: MatchFile) -> Verdict | None:
         gating = self.config.gating
-        score = _score(match.in_order())
+        score = side_score(match.in_order(), CANDIDATE)
         self.metrics.wins.set(score.wins)
         self.metrics.losses.set(score.losses)
         return decide(score, gating.games, gating.wins_to_pass, gating.sprt)
@@ -378,12 +378,12 @@ class GatingService:
         side = result.winner_side()
         outcome = "draw" if side is None else "candidate wins" if side == CANDIDATE else "current wins"
         colour = "Black" if result.black_side == CANDIDATE else "White"
-        all_games = _score(list(match.results.values()))
+        all_games = side_score(match.results.values(), CANDIDATE)
         log.info("gating: %s game %d (candidate %s, %dx%d, %s): %s by %s after %d moves | "
                  "running score %s (%d of %d games played; %s in order)",
                  candidate, result.index, colour, result.board_size, result.board_size, result.rules, outcome,
                  result.end if result.score is None else f"{result.winner}+{abs(result.score):g}", result.moves,
-                 all_games, len(match.results), self.config.gating.games, _score(match.in_order()))
+                 all_games, len(match.results), self.config.gating.games, side_score(match.in_order(), CANDIDATE))
 
     def _promote(self, path: Path, expected: dict, opponent: int) -> int:
         """Hot-swap the candidate in as the next version, or finish a promotion a crash cut short."""
@@ -468,11 +468,3 @@ class GatingService:
     def _version_samples(self, version: int) -> int | None:
         """samples_seen from a repository version's sidecar."""
         return export_samples(self.repository.export_path(self.model, version))
-
-
-def _score(results: list[MatchGameResult]) -> Score:
-    score = Score()
-    for result in results:
-        side = result.winner_side()
-        score = score.add("draw" if side is None else "win" if side == CANDIDATE else "loss")
-    return score

@@ -128,6 +128,11 @@ def elo_difference(rate: float) -> float:
     return -400.0 * math.log10(1.0 / rate - 1.0)
 
 
+def new_match_id() -> str:
+    """A match's id in its games' ids: when it started, and a random part for matches started at once."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
 @dataclass
 class MatchSummary:
     match_id: str
@@ -213,7 +218,7 @@ class Match:
         self.a, self.b = a, b
         self.settings = settings
         self.reporter = reporter
-        self.match_id = match_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        self.match_id = match_id or new_match_id()
         self.on_game = on_game
         self._clients: dict[str, GtpClient] = {}
         self._pending: list[GameReport] = []

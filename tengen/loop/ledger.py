@@ -20,7 +20,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from tengen.infra.files import append_line, read_lines
 from tengen.loop.layout import DataDir
@@ -121,6 +121,15 @@ class DecisionLog:
         return entries[-1] if entries else None
 
 
+def in_index_order(results: Mapping[int, MatchGameResult]) -> list[MatchGameResult]:
+    """The games of `results` (by index) from index 0 up to the first one still missing: what a
+    sequential test counts, so games that end fast are not counted first."""
+    out: list[MatchGameResult] = []
+    while len(out) in results:
+        out.append(results[len(out)])
+    return out
+
+
 class MatchFile:
     """The durable record of one candidate's match (see the module docstring)."""
 
@@ -170,10 +179,7 @@ class MatchFile:
 
     def in_order(self) -> list[MatchGameResult]:
         """The finished games from index 0 up to the first one still missing."""
-        out: list[MatchGameResult] = []
-        while len(out) in self.results:
-            out.append(self.results[len(out)])
-        return out
+        return in_index_order(self.results)
 
     @staticmethod
     def unreported(data_dir: str | os.PathLike[str]) -> list[str]:
