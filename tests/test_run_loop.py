@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -175,6 +176,12 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path, gnugo: 
     assert "SIGINT: stopping" in last
     assert f"run stopped. Everything is in {data_dir}" in last
     assert "tengen ratings top --data-dir" in last and "tensorboard --logdir" in last
+    # Where the CPU went, by service (the selfplay workers as one), and the run's share of the box.
+    cpu = re.search(r"CPU by service \(([\d,]+) CPU seconds\): (.*); the run had (\d+)% of", last)
+    assert cpu is not None, last
+    shares = dict(re.findall(r"([a-z]+) ([\d.]+)%", cpu.group(2)))
+    assert {"triton", "trainer", "selfplay", "gating", "ratings", "broker", "strength"} <= set(shares)
+    assert abs(sum(float(v) for v in shares.values()) - 100.0) < 0.1 * len(shares)
 
     # The promotion: the decision names the version, which is in the repository.
     decision = promoted[-1]

@@ -39,6 +39,7 @@ from tengen.loop.layout import DataDir
 from tengen.loop.progress import RunProgress
 from tengen.ratings.config import load_or_create_token
 from tengen.run.bootstrap import ensure_model
+from tengen.run.cpu import CpuLedger
 from tengen.run.ports import PortPicker
 from tengen.run.record import append_run_record
 from tengen.run.status import StatusReader, render_line, render_screen
@@ -114,6 +115,7 @@ class LocalRun:
         self.endpoints: Endpoints | None = None
         self.supervisor: Supervisor | None = None
         self.progress: RunProgress | None = None  # the last status line's figures, for run.json
+        self.cpu: CpuLedger | None = None  # each service's CPU seconds, from when all had started
 
     # -- the run --------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> int:
@@ -147,6 +149,7 @@ class LocalRun:
         try:
             self._say(f"starting {', '.join(c.name for c in children)} (logs in {self.logs}) ...")
             self.supervisor.start_all(should_stop=stop.is_set)
+            self.cpu = CpuLedger()
             self._write_state()
             if not stop.is_set():
                 ep = self.endpoints
@@ -169,12 +172,17 @@ class LocalRun:
             self._say(f"tengen run: {exc}", err=True)
             code = 1
         finally:
+            if self.cpu is not None:
+                self.cpu.read(self.supervisor.pids())
             self._say("stopping: selfplay and gating, then trainer, ratings, Triton, broker ...")
             self.supervisor.stop_all()
             reader.close()
             with contextlib.suppress(OSError):
                 (self.layout.run_state).unlink()
             self._say(self.summary())
+            if self.cpu is not None:
+                log.info("%s", self.cpu.summary())
+                self._say(self.cpu.summary())
         return code
 
     # -- children -------------------------------------------------------------------------------
@@ -267,6 +275,8 @@ class LocalRun:
         status.duration_s = self.options.duration_s
         status.services = self.supervisor.states()
         status.events = list(self.supervisor.events)
+        if self.cpu is not None:
+            self.cpu.read(self.supervisor.pids())
         self.progress = RunProgress(time.time(), elapsed_s, status.duration_s, status.samples, status.games_played,
                                     status.games_per_s)
         if self.options.interactive:
@@ -286,6 +296,8 @@ class LocalRun:
                  "endpoints": ep.__dict__ if ep else {}, "children": self.supervisor.pids() if self.supervisor else {}}
         if self.progress is not None:
             state["progress"] = self.progress.to_json()  # the ratings page shows it (tengen.loop.progress)
+        if self.cpu is not None:
+            state["cpu_seconds"] = self.cpu.to_json()  # by service, since the services started
         tmp = self.layout.run_state.with_name(f".{self.layout.run_state.name}.tmp")
         tmp.write_text(json.dumps(state, indent=1) + "\n")
         os.replace(tmp, self.layout.run_state)
