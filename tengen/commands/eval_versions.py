@@ -157,7 +157,7 @@ def _versions(args: argparse.Namespace) -> int:
     summary = MatchSummary(match_id, a.name, b.name, outcomes, _report(args, sides, outcomes))
     if interrupted is not None:
         print(f"interrupted by {interrupted.signal_name} after {len(outcomes)} games"
-              + ("" if args.no_ratings else " (reported)"), file=sys.stderr)
+              + ("" if args.no_ratings or not outcomes else ", reported to ratings"), file=sys.stderr)
     if not args.json:
         print(summary.format())
         print(f"  SPRT {validation.explain(a.name, b.name)}")
