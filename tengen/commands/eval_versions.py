@@ -130,7 +130,7 @@ def _versions(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else secrets.randbits(31)
     evaluators = [_evaluator(side, args) for side in sides]
     parallel = min(args.parallel or config.selfplay.games_in_parallel, args.games)
-    runner = MatchRunner(evaluators, match, config.search, games_in_parallel=max(1, parallel), seed=seed)
+    runner = MatchRunner(evaluators, match, config.search, games_in_parallel=parallel, seed=seed)
     match_id = new_match_id()
     a, b = sides[A_SIDE], sides[1 - A_SIDE]
     if not args.json:
@@ -171,7 +171,7 @@ def _versions(args: argparse.Namespace) -> int:
 
 def register(opponents: argparse._SubParsersAction) -> None:
     from tengen.commands.match import add_ratings_arguments
-    from tengen.commands.models import MODEL_HELP
+    from tengen.commands.models import VERSION_MODEL_HELP
     from tengen.nn.evaluator import RUNTIMES
 
     parser = opponents.add_parser(
@@ -180,7 +180,7 @@ def register(opponents: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("a", metavar="A", help="version number of the data dir's model, or an export file")
     parser.add_argument("b", metavar="B", help="the same for its opponent")
-    parser.add_argument("--model", default=None, help=MODEL_HELP + "; its versions are the numbers A and B name")
+    parser.add_argument("--model", default=None, help=VERSION_MODEL_HELP)
     add_preset_argument(parser, "preset whose gating settings the match plays with (visits, boards, komi)")
     parser.add_argument("--games", type=positive_int, default=DEFAULT_GAMES,
                         help=f"most games to play, when the SPRT does not decide earlier (default {DEFAULT_GAMES})")

@@ -58,6 +58,8 @@ def announce_to(args: argparse.Namespace) -> str | None:
 
 
 MODEL_HELP = "model name in Triton (default run.model_name: $TENGEN_RUN__MODEL_NAME, else tengen)"
+VERSION_MODEL_HELP = ("model whose versions a number names, in <data-dir>/models (default run.model_name: "
+                      "$TENGEN_RUN__MODEL_NAME, else tengen)")
 TRITON_HELP = "Triton gRPC address (default triton.url: $TENGEN_TRITON_URL, else 127.0.0.1:8001)"
 
 

@@ -210,7 +210,7 @@ def export(args: argparse.Namespace) -> int:
 
 
 def register(actions: argparse._SubParsersAction) -> None:
-    from tengen.commands.models import MODEL_HELP, add_repository_arguments
+    from tengen.commands.models import VERSION_MODEL_HELP, add_repository_arguments
 
     parser = actions.add_parser(
         "export", help="a version as ONNX (checked against the export) or as a plain weights file",
@@ -223,7 +223,7 @@ def register(actions: argparse._SubParsersAction) -> None:
                         help="write the net as ONNX here (inputs spatial, globals; outputs as the export's)")
     parser.add_argument("--weights", type=Path, default=None, metavar="FILE",
                         help="write the net's state_dict here (torch.save; read with torch.load(weights_only=True))")
-    parser.add_argument("--model", default=None, help=MODEL_HELP)
+    parser.add_argument("--model", default=None, help=VERSION_MODEL_HELP)
     add_repository_arguments(parser)
     parser.add_argument("--force", action="store_true", help="overwrite existing files")
     parser.set_defaults(func=export, preset=None)
