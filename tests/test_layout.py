@@ -32,6 +32,7 @@ def test_every_path_of_the_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         d.matches: "gating/matches",
         d.match("candidate-000000001000"): "gating/matches/candidate-000000001000.jsonl",
         d.init_model: "trainer/init-model.pt",
+        d.retired_checkpoint("b4c48"): "trainer/checkpoint-b4c48.pt",
         d.strength_results: "strength/results.jsonl",
         d.strength_sgf_version(3): "strength/sgf/v3",
         d.ratings_sqlite: "ratings.sqlite",

@@ -20,7 +20,9 @@ Ctrl-C, SIGTERM or the end of --duration stops everything cleanly: selfplay and 
 then the trainer (it checkpoints), ratings, Triton, the broker; then it prints where the SGFs,
 TensorBoard logs, models and ratings are. Everything lives in the data dir, so running again with
 the same --data-dir continues the run (window, checkpoints, model versions, ratings).
---init-model starts a new data dir from an existing net instead of a random one (a warm start). While it
+--init-model starts a new data dir from an existing net instead of a random one (a warm start);
+--arch moves a run to another (bigger) net: the new net trains on the run's window before it
+plays for promotion against the served one. While it
 runs, <data-dir>/run.json lists the services' addresses (`tengen status` reads it), e.g. for
 `TENGEN_TRITON_URL=... TENGEN_KAFKA_BOOTSTRAP=... tengen models promote model.pt` (a hand hot swap
 that self-play follows: without the broker nothing is announced and self-play keeps its version) or
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import signal
 import sys
@@ -104,6 +107,13 @@ def _run(args: argparse.Namespace) -> int:
     from tengen.loop.layout import DataDir
     from tengen.run.local import LocalRun, RunError, RunOptions
 
+    if args.arch is not None:
+        from tengen.nn.model import ARCHITECTURES
+
+        if args.arch not in ARCHITECTURES:
+            print(f"tengen run: unknown architecture {args.arch!r}: one of {', '.join(ARCHITECTURES)}", file=sys.stderr)
+            return 2
+        os.environ["TENGEN_TRAINER__ARCH"] = args.arch  # the services read it as they read the preset
     found = preset_and_data_dir("tengen run", args.preset, args.data_dir)
     if found is None:
         return 2
@@ -171,6 +181,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="start a new data dir from this export (a model.pt with its .json sidecar, e.g. "
                         "another run's tengen-data/models/tengen/<N>/model.pt): it is version 1 and the "
                         "trainer's first weights; its architecture must be the preset's")
+    parser.add_argument("--arch", default=None, metavar="ARCH",
+                        help="train this architecture (e.g. b6c96) instead of the preset's: on a data dir whose "
+                        "trainer holds another, a new net of it takes over, trains on the window first, and "
+                        "is served once its candidate wins gating against the old net (models init --help "
+                        "lists the architectures)")
     parser.add_argument("--plain", action="store_true",
                         help="print status lines instead of redrawing the view, even on a terminal")
     parser.set_defaults(func=_run)

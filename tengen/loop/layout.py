@@ -89,6 +89,10 @@ class DataDir:
     def checkpoint(self) -> Path:
         return self.root / "trainer" / "checkpoint.pt"
 
+    def retired_checkpoint(self, arch: str) -> Path:
+        """The checkpoint of a net a bigger architecture took over from."""
+        return self.root / "trainer" / f"checkpoint-{arch}.pt"
+
     @property
     def init_model(self) -> Path:
         """The export a new run starts from (`tengen run --init-model`): its version 1 and the

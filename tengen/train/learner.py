@@ -96,12 +96,16 @@ class SwaAverager:
 
 @dataclass
 class Counters:
-    samples: int = 0  # training samples (batches x batch size) this net has trained on
+    samples: int = 0  # training samples (batches x batch size) of the run: this net's and its predecessors'
     steps: int = 0
     next_snapshot: int = 0
     next_candidate: int = 0
     candidates: int = 0
     skipped_steps: int = 0  # steps whose loss or gradient was not finite (nothing changed)
+    # A net that took over mid-run (a bigger architecture): the run's samples when it began, and
+    # how far it may train ahead of the data to catch up on the window it inherited.
+    net_start: int = 0
+    catch_up: int = 0
 
 
 _BATCH_FIELDS = ("spatial", "global_inputs", "policy", "opponent_policy", "value", "score", "ownership", "weight",
@@ -254,15 +258,13 @@ class Learner:
         """Enough rows to start, and not ahead of the data: about `samples_per_row` training
         samples per row ever appended."""
         n_total = self.window.n_total
-        return (
-            n_total >= self.config.min_rows_to_train
-            and self.counters.samples + self.config.batch_size <= self.config.samples_per_row * n_total
-        )
+        cap = self.config.samples_per_row * n_total + self.counters.catch_up
+        return n_total >= self.config.min_rows_to_train and self.counters.samples + self.config.batch_size <= cap
 
     def step(self) -> dict[str, float]:
         """One SGD step on a fresh batch; returns every loss term and the learning rate."""
         spatial, global_inputs, targets = self.batches.get(self.counters.steps)
-        rate = learning_rate(self.counters.samples, self.config)
+        rate = learning_rate(self.counters.samples - self.counters.net_start, self.config)  # this net's schedule
         for group in self.optimizer.param_groups:
             group["lr"] = rate * self.config.batch_size
         terms = compute_training_loss(
@@ -364,6 +366,25 @@ class Learner:
             self.batches.prefetch,
             self.config.short_term_heads,
         )
+
+    def take_over(self, samples: int) -> None:
+        """This fresh net takes over a run at `samples` (a bigger architecture, KataGo's move as
+        data grew): it trains on the window it inherits, up to one pass at the run's density
+        (samples_per_row x the window's rows) ahead of the data, before its first candidate; its
+        learning rate warms up and decays from its own start. The run's sample count goes on, so
+        candidate names and the served version's lag stay in order."""
+        catch_up = int(self.config.samples_per_row * len(self.window))
+        self.counters = Counters(samples=samples, net_start=samples, catch_up=catch_up,
+                                 next_snapshot=samples + self.config.snapshot_every,
+                                 next_candidate=samples + max(catch_up, self.config.candidate_every))
+
+    @staticmethod
+    def checkpoint_arch(path: Path) -> tuple[str, int]:
+        """(architecture, the run's samples) of a checkpoint."""
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"{path}: not a {CHECKPOINT_FORMAT} file")
+        return state["arch"], int(state["counters"]["samples"])
 
     def start_from(self, export: Path) -> int:
         """Start from an export's weights (a warm start) and return its samples_seen. The heads the

@@ -25,6 +25,7 @@ its last checkpoint.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -93,7 +94,10 @@ class TrainerService:
         )
         self.learner = Learner(config.trainer, self.window, device=device)
         self.checkpoint_path = self.data_dir.checkpoint
-        if self.checkpoint_path.exists():
+        if self.checkpoint_path.exists() and (saved := Learner.checkpoint_arch(self.checkpoint_path))[0] != \
+                config.trainer.arch:
+            self._take_over(*saved)
+        elif self.checkpoint_path.exists():
             self.learner.load(self.checkpoint_path)
             log.info("resumed from %s at %d samples", self.checkpoint_path, self.learner.counters.samples)
         elif self.data_dir.init_model.is_file():
@@ -205,6 +209,19 @@ class TrainerService:
                     self._back_to_checkpoint(err)
                     return
                 self._checkpoint()
+
+    def _take_over(self, old_arch: str, samples: int) -> None:
+        """The preset now trains another architecture than the checkpoint's: a new net takes the run
+        over. The old checkpoint is kept aside; the new net catches up on the window before its first
+        candidate, which gating then plays against the served (old) net: the switch's measurement."""
+        kept = self.data_dir.retired_checkpoint(old_arch)
+        os.replace(self.checkpoint_path, kept)
+        self.learner.take_over(samples)
+        self.learner.save(self.checkpoint_path)  # a restart continues the new net, not the switch
+        log.warning("trainer: the preset trains %s, the checkpoint held %s: a new %s net takes over at %d samples "
+                    "(the old checkpoint kept as %s); it trains %d samples on the window before its first candidate",
+                    self.config.trainer.arch, old_arch, self.config.trainer.arch, samples, kept,
+                    self.learner.counters.catch_up)
 
     def _back_to_checkpoint(self, err: NonFiniteError) -> None:
         """The weights went non-finite: resume from the last checkpoint (always finite), or from a
