@@ -63,7 +63,10 @@ TINY = load_config("tiny")
 def test_exact_early_stopping_gives_the_full_match_verdict() -> None:
     assert decide(Score(99, 0), 200, 100, sprt=False) is None
     verdict = decide(Score(100, 3), 200, 100, sprt=False)
-    assert verdict.promote and "97 games not needed" in verdict.reason
+    assert verdict.promote and verdict.reason == ("the first 103 games in order score 100-3: 100 wins reach the 100 "
+                                                  "of 200 needed, passes")
+    assert decide(Score(3, 4, 1), 8, 4, sprt=False).reason == (
+        "the first 8 games in order score 3-4-1: 3.5 wins, and 0 games left cannot reach the 4 of 8 needed, fails")
     assert decide(Score(0, 101), 200, 100, sprt=False).promote is False
     assert decide(Score(0, 100), 200, 100, sprt=False) is None  # 100 of 100 left still passes
     assert decide(Score(4, 3), 8, 4, sprt=False).promote

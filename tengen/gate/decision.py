@@ -112,19 +112,19 @@ def decide(score: Score, games: int, wins_to_pass: int, sprt: bool) -> Verdict |
         raise ValueError(f"wins_to_pass must be within 1..games, got {wins_to_pass} of {games}")
     if score.games > games:
         raise ValueError(f"{score.games} results for a match of {games} games")
+    # The reason names the games it counted: games finish out of order, so a match's record (every
+    # finished game) can hold more than the first games in order that decided it.
     left = games - score.games
+    counted = f"the first {score.games} games in order score {score}"
     if score.points >= wins_to_pass:
-        return Verdict(True, f"won {score.points:g} of {games} games needed {wins_to_pass}: passes"
-                       + (f" ({left} games not needed)" if left else ""))
+        return Verdict(True, f"{counted}: {score.points:g} wins reach the {wins_to_pass} of {games} needed, passes")
     if score.points + left < wins_to_pass:
-        return Verdict(False, f"{score.points:g} wins with {left} games left cannot reach {wins_to_pass} "
-                       f"of {games}: fails")
+        return Verdict(False, f"{counted}: {score.points:g} wins, and {left} games left cannot reach the "
+                       f"{wins_to_pass} of {games} needed, fails")
     accepted = sprt_accepts(score) if sprt else None
     if accepted is not None:
         llr, (lower, upper) = sprt_llr(score), sprt_bounds()
         if accepted:
-            return Verdict(True, f"SPRT accepts p={SPRT_P1} over p={SPRT_P0} after {score.games} games "
-                           f"(LLR {llr:.2f} >= {upper:.2f})")
-        return Verdict(False, f"SPRT accepts p={SPRT_P0} over p={SPRT_P1} after {score.games} games "
-                       f"(LLR {llr:.2f} <= {lower:.2f})")
+            return Verdict(True, f"{counted}: SPRT accepts p={SPRT_P1} over p={SPRT_P0} (LLR {llr:.2f} >= {upper:.2f})")
+        return Verdict(False, f"{counted}: SPRT accepts p={SPRT_P0} over p={SPRT_P1} (LLR {llr:.2f} <= {lower:.2f})")
     return None
