@@ -47,6 +47,12 @@ def test_help_texts_say_what_the_commands_do() -> None:
     for action in ("top", "player"):
         assert "--token" not in _help("ratings", action) and "--max-batch" not in _help("ratings", action)
     assert "--token" in _help("ratings", "import") and "--max-batch" in _help("ratings", "import")
+    # models init names every architecture there is, and no other.
+    from tengen.commands.models import ARCHITECTURE_NAMES
+    from tengen.nn.model import ARCHITECTURES
+
+    assert set(re.findall(r"\bb\d+c\d+(?:nbt)?\b", ARCHITECTURE_NAMES)) == set(ARCHITECTURES)
+    assert "b20c256 (the paper's" in _help("models", "init")
     # The explicit rules example survives wrapping at 80 columns.
     assert "'ko=simple,suicide=no'" in _help("sgf", "check")
 

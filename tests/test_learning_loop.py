@@ -26,10 +26,10 @@ import torch
 
 from tengen.config import Config, load_config
 from tengen.gate.net_match import MatchRunner, NetMatchSettings
-from tengen.gtp.engine_match import wilson_interval
 from tengen.nn.evaluator import TorchEvaluator
 from tengen.run.in_process import LoopResult, learn_in_process, pass_counts
 from tengen.selfplay.runner import SelfplayRunner
+from tengen.stats import wilson_interval
 from tengen.train.learner import Learner
 from tengen.train.window import Window
 

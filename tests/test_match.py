@@ -14,18 +14,12 @@ from tengen.cli import main
 from tengen.go.passalive import final_score, result_string
 from tengen.go.sgf import read_game, replay
 from tengen.gtp.client import CommandFailed, EngineDied, EngineTimeout, GtpClient
-from tengen.gtp.engine_match import (
-    EngineMatchSettings,
-    EngineSpec,
-    Match,
-    elo_difference,
-    parse_engine_score,
-    wilson_interval,
-)
+from tengen.gtp.engine_match import EngineMatchSettings, EngineSpec, Match, parse_engine_score
 from tengen.nn.export import export_model
 from tengen.nn.model import build_model
 from tengen.ratings.config import sqlite_url
 from tengen.ratings.store import RatingsStore
+from tengen.stats import elo_difference, wilson_interval
 
 ROOT = Path(__file__).resolve().parent.parent
 

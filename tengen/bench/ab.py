@@ -165,8 +165,8 @@ def _match(
     settings (visits, temperature) are the preset's for both."""
     from tengen.config import load_config
     from tengen.gate.net_match import MatchRunner, NetMatchSettings
-    from tengen.gtp.engine_match import elo_difference, wilson_interval
     from tengen.nn.evaluator import make_evaluator
+    from tengen.stats import elo_difference, wilson_interval
 
     config = load_config(preset, env={})
     settings = NetMatchSettings.from_config(config)

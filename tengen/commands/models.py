@@ -29,6 +29,11 @@ from tengen.infra.entrypoint import add_preset_argument, positive_float
 # A person is waiting: a Triton that does not answer within this is reported as not reachable.
 REACHABLE_TIMEOUT_S = 3.0
 
+# Spelled out so that --help needs no torch; tests/test_cli.py checks it against tengen.nn.model.
+ARCHITECTURE_NAMES = ("b1c16, b2c32 (tiny, for tests), b4c48 (the cpu presets'), b6c96, b10c128, b15c192, "
+                      "b20c256 (the paper's; b6c96 a bigger net for a CPU run), b1c32nbt, b4c64nbt, b6c128nbt "
+                      "(nested bottleneck blocks)")
+
 
 def settings(args: argparse.Namespace) -> Config:
     """The configuration the action's defaults come from: --preset's, else $TENGEN_PRESET's, with the
@@ -357,7 +362,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     init = actions.add_parser("init", help="write a randomly initialised export",
                               description="Write a randomly initialised net as an export (TorchScript file + "
                               "JSON sidecar): version 1 of a new run, or a net for tests.")
-    init.add_argument("--arch", required=True, help="net size, e.g. b6c96 (tiny ones for tests: b1c16, b2c32)")
+    init.add_argument("--arch", required=True, metavar="ARCH", help=f"net size: {ARCHITECTURE_NAMES}")
     init.add_argument("--out", required=True, type=Path, help="export file to write, e.g. model.pt")
     init.add_argument("--seed", type=int, default=0, help="torch seed of the initialisation (default 0)")
     init.add_argument("--force", action="store_true", help="overwrite an existing export")

@@ -36,10 +36,10 @@ from tengen.gtp.engine import rules_to_json
 from tengen.gtp.protocol import GtpError, color_name, format_vertex, parse_vertex
 from tengen.ratings.records import GameReport, PlayerInfo
 from tengen.ratings.report import Reporter
+from tengen.stats import elo_difference, wilson_interval
 
 log = logging.getLogger(__name__)
 
-Z_95 = 1.959964
 _SCORE = re.compile(r"([BW])\+(\d+(?:\.\d+)?)", re.IGNORECASE)
 
 
@@ -106,26 +106,6 @@ def parse_engine_score(text: str) -> float | None:
 
 def winner_of(score: float) -> str:
     return "B" if score > 0 else "W" if score < 0 else "draw"
-
-
-def wilson_interval(score: float, n: int, z: float = Z_95) -> tuple[float, float]:
-    """Wilson score interval of a rate of `score` successes (draws count half) in n games."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = score / n
-    denominator = 1.0 + z * z / n
-    center = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, center - half), min(1.0, center + half)
-
-
-def elo_difference(rate: float) -> float:
-    """Elo difference implied by a score rate (infinite at 0 and 1)."""
-    if rate <= 0.0:
-        return -math.inf
-    if rate >= 1.0:
-        return math.inf
-    return -400.0 * math.log10(1.0 / rate - 1.0)
 
 
 def new_match_id() -> str:

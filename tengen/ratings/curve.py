@@ -19,7 +19,6 @@ copy until it imports this one (gtp sits above ratings' records, so it can).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,21 +30,13 @@ from tengen.loop.messages import anchor_level, anchor_name, player_version
 from tengen.loop.progress import RunProgress, read_progress
 from tengen.ratings.book import History, Leaderboard, RatingsBook
 from tengen.ratings.store import RatingsStore
+from tengen.stats import wilson_interval
 
 STRENGTH_SOURCE = "strength"  # the source the strength service reports its games with
-Z_95 = 1.959964
 SCORES = {"B": 1.0, "W": 0.0, "draw": 0.5}  # Black's score of a stored result
 
 
-def wilson_interval(score: float, n: int, z: float = Z_95) -> tuple[float, float]:
-    """Wilson score interval of a rate of `score` successes (draws count half) in n games."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = score / n
-    denominator = 1.0 + z * z / n
-    center = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, center - half), min(1.0, center + half)
+
 
 
 @dataclass(frozen=True)
