@@ -129,6 +129,7 @@ def test_tengen_run_from_nothing_to_a_promotion_and_back(tmp_path: Path, gnugo: 
         figures = json.loads(live.stdout)
         assert figures["running"] and figures["preset"] == "tiny" and figures["version"] >= 2
         assert figures["games_played"] > 0 and figures["samples"] > 0 and figures["elapsed_s"] > 0
+        assert figures["duration_s"] == 15 * 60  # the run's own progress in run.json, which only it knows
         assert {s["name"] for s in figures["services"]} >= {"broker", "triton", "trainer", "selfplay-0"}
         result = drill.run(proc, stop_signal=signal.SIGINT)  # ends with Ctrl-C to the last run: exit 0
     finally:

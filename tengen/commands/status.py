@@ -3,7 +3,8 @@
 Reads what `tengen run`'s own status view reads (tengen.run.status): the window, candidates,
 gating decisions, the model repository, the strength service's results against GNU Go, and, while
 the run is up (its `run.json` names the services' addresses), the trainer's and selfplay workers'
-/metrics (two reads a second apart give the rates) and the ratings leaderboard. `--json` prints
+/metrics (two reads five seconds apart give the rates; games/s is the run's own, over its status
+interval, from run.json's progress) and the ratings leaderboard. `--json` prints
 the same figures as one JSON object.
 """
 from __future__ import annotations
@@ -18,7 +19,9 @@ from pathlib import Path
 
 from tengen.commands import CommandError
 
-RATE_WINDOW_S = 1.0  # between the two reads of the workers' counters
+# Between the two reads of the workers' counters. Games finish in bursts (many at once), so games/s
+# comes from the run's own status interval where run.json has it; this window gives the rest.
+RATE_WINDOW_S = 5.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,6 +50,7 @@ def _started(records: Path) -> tuple[str | None, float | None]:
 def _run(args: argparse.Namespace) -> int:
     from tengen.config import load_config
     from tengen.loop.layout import DataDir
+    from tengen.loop.progress import read_progress
     from tengen.run.status import StatusReader, render_screen, run_state
     from tengen.run.supervisor import ChildState
 
@@ -72,6 +76,12 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         reader.close()
     status.elapsed_s = time.time() - started if (running and started) else 0.0
+    progress = read_progress(data_dir) if running else None
+    if progress is not None:  # the supervisor's own figures: its duration, games/s over its interval
+        status.elapsed_s = progress.elapsed_s + max(0.0, time.time() - progress.updated)
+        status.duration_s = progress.duration_s
+        if progress.games_per_s is not None:
+            status.games_per_s = progress.games_per_s
     status.services = [ChildState(name, "up" if _alive(pid) else "down", 0, pid)
                        for name, pid in state.get("children", {}).items()] if running else []
     where = f"running (pid {state['pid']})" if running else "not running"
