@@ -190,7 +190,8 @@ def run(args: argparse.Namespace) -> dict:
 def _live_run(args: argparse.Namespace) -> dict:
     from urllib.parse import urlsplit
 
-    from tengen.run.status import run_state, scrape
+    from tengen.loop.progress import run_state
+    from tengen.run.status import scrape
 
     endpoints = run_state(args.data_dir).get("endpoints", {})
     if "ratings_http" not in endpoints or "trainer_http" not in endpoints:

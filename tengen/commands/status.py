@@ -50,8 +50,8 @@ def _started(records: Path) -> tuple[str | None, float | None]:
 def _run(args: argparse.Namespace) -> int:
     from tengen.config import load_config
     from tengen.loop.layout import DataDir
-    from tengen.loop.progress import read_progress
-    from tengen.run.status import StatusReader, render_screen, run_state
+    from tengen.loop.progress import read_progress, run_state
+    from tengen.run.status import StatusReader, render_screen
     from tengen.run.supervisor import ChildState
 
     data_dir = args.data_dir or Path(os.environ.get("TENGEN_DATA_DIR", "tengen-data"))

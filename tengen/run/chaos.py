@@ -33,7 +33,8 @@ from tengen.infra.outbox import spooled_keys
 from tengen.infra.process import marked_processes, stop_marked
 from tengen.loop.layout import DataDir
 from tengen.loop.messages import GAMES_TOPIC
-from tengen.run.status import run_state, scrape
+from tengen.loop.progress import run_state
+from tengen.run.status import scrape
 from tengen.train.window import IDS, Window, WindowError
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 from tengen.config import Config
 from tengen.infra.triton.repository import version_export_path
 from tengen.loop.layout import DataDir, candidate_samples
-from tengen.loop.progress import run_state as run_state  # its one reader, re-exported for the run's tools
 from tengen.nn.export import export_samples
 
 if TYPE_CHECKING:
