@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 from tengen.config import load_config
+from tengen.infra.machine import describe, machine_facts
 from tengen.run.record import append_run_record, run_record, source_commit
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,3 +39,31 @@ def test_records_are_appended_and_kept(tmp_path: Path) -> None:
 
 def test_no_commit_outside_a_checkout(tmp_path: Path) -> None:
     assert source_commit(tmp_path) == (None, None)
+
+
+# Two machines as /proc/cpuinfo describes them (first processor's lines; the rest repeat them).
+AVX512_BOX = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC 9B14
+flags\t\t: fpu sse2 avx fma avx2 avx512f avx512dq avx512_bf16 avx512_vnni
+processor\t: 1
+model name\t: AMD EPYC 9B14
+flags\t\t: fpu sse2 avx fma avx2 avx512f avx512dq avx512_bf16 avx512_vnni
+"""
+AVX2_BOX = "processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu sse2 avx fma avx2\n"
+
+
+def test_the_machine_facts_name_the_instruction_sets_that_set_the_net_s_speed() -> None:
+    fast, slow = machine_facts(AVX512_BOX), machine_facts(AVX2_BOX)
+    assert fast["cpu"] == "AMD EPYC 9B14" and fast["bf16"] is True
+    assert fast["flags"] == ["avx512_bf16", "avx512_vnni", "avx512f", "avx2", "fma"]
+    assert slow["cpu"] == "AMD EPYC 7B13" and slow["bf16"] is False and slow["flags"] == ["avx2", "fma"]
+    assert describe(slow).endswith("no native bf16 (avx2 fma)")
+    unknown = machine_facts("")
+    assert unknown["cpu"] is None and unknown["flags"] is None and unknown["bf16"] is None
+    assert "unknown CPU" in describe(unknown) and "instruction sets unknown" in describe(unknown)
+
+
+def test_a_record_holds_this_machine() -> None:
+    record = run_record(load_config("tiny", env={}), ["run"])
+    assert record["machine"] == machine_facts() and record["machine"]["cores"] >= 1

@@ -32,6 +32,7 @@ from typing import Iterator, TextIO
 
 from tengen.config import Config
 from tengen.infra.broker import LocalBroker
+from tengen.infra.machine import describe, machine_facts
 from tengen.infra.process import marking_descendants, stop_marked
 from tengen.infra.triton.repository import ModelRepository
 from tengen.infra.triton.server import LocalTriton
@@ -132,7 +133,8 @@ class LocalRun:
         opts = self.options
         self.repository = ModelRepository(self.layout.models)
         record = append_run_record(self.data_dir, self.config)
-        self._say(f"run record (configuration, version, commit) appended to {record}")
+        self._say(f"run record (configuration, version, commit, machine) appended to {record}")
+        self._say(f"machine: {describe(machine_facts())}")
         version, created = ensure_model(self.repository, self.config)
         self._say(f"model {self.config.run.model_name}: "
                   + (f"wrote version 1 (random {self.config.trainer.arch} net)" if created

@@ -1,7 +1,8 @@
 """What made a data dir: one line in `<data_dir>/runs.jsonl` for every `tengen run` on it.
 
 Each start appends the time, the command line, tengen's version and, when tengen runs from a git
-checkout, its commit (and whether the tree had changes), and the whole resolved configuration, the
+checkout, its commit (and whether the tree had changes), the machine (CPU, cores, the instruction sets
+that set the net's speed), and the whole resolved configuration, the
 secrets left out. The file is kept when the run ends, so a data dir says what trained it, as
 KataGo keeps the configs and code version of every run; a continued run adds its own line.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 from tengen.config import Config
 from tengen.infra.files import append_line
+from tengen.infra.machine import machine_facts
 from tengen.loop.layout import DataDir
 
 SECRETS = (("ratings", "token"), ("ratings", "database_url"))
@@ -59,6 +61,7 @@ def run_record(config: Config, argv: list[str] | None = None) -> dict[str, Any]:
         "tengen": tengen_version(),
         "commit": commit,
         "dirty": dirty,
+        "machine": machine_facts(),
         "preset": config.preset,
         "overridden": sorted(config.from_env),
         "config": settings,
