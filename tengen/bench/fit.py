@@ -107,10 +107,11 @@ def run(args: argparse.Namespace) -> dict:
         steps, cpu = _train(learner, steps, args.seconds / 2)
         base_cpu_per_step = base_cpu_per_step or cpu / steps
         result: dict = {"steps": steps, "samples": learner.counters.samples, "cpu_s": round(cpu, 1)}
-        diffs = []
+        diffs: list[float] = []  # one-batch-norm nets only
         for name, batch in scored.items():
             result[name], diff = _score(learner.model, batch, config.short_term_heads)
-            diffs.append(diff)
+            if diff is not None:
+                diffs.append(diff)
         if learner.model.one_batch_norm:
             result["served_train_eval_max_diff"] = max(diffs)
         result["cpu_per_step_ratio"] = round(cpu / steps / base_cpu_per_step, 3)

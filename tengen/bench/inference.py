@@ -174,6 +174,8 @@ def run(args: argparse.Namespace) -> dict:
                 contextlib.closing(grpcclient.InferenceServerClient(server.grpc_url)) as stats_client:
             print(f"  Triton ready in {time.perf_counter() - started:.1f} s (gRPC {server.grpc_url})", flush=True)
             server_pid = server.pid
+            if server_pid is None:  # its CPU seconds would read as 0
+                raise SystemExit(f"Triton exited right after it came up; see {server.log_path}")
             spatial, glob = _inputs(max(batches), args.board, rng)
             want = local.evaluate(spatial[:8], glob[:8])
             got = remote.evaluate(spatial[:8], glob[:8])

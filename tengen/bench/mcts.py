@@ -209,6 +209,8 @@ class _PythonSearch:
             value = q + CPUCT * child.prior * sqrt_total / (1 + child.visits)
             if value > best_value:
                 best, best_value = child, value
+        if best is None:
+            raise ValueError("no child to select: the node has none, or only NaN values")
         return best
 
     @staticmethod

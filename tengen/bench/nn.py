@@ -239,7 +239,7 @@ def run(args: argparse.Namespace) -> dict:
             stats = runner.play_for(round_s)
             rates["runner"].append(stats["leaves_per_s"])
             batches.append(stats["mean_batch"])
-            if weights is not None:
+            if binary is not None and weights is not None:
                 leela = LeelaZero(binary, weights, args.threads, args.visits)
                 try:
                     rates["leelaz"].append(leela.round())

@@ -99,8 +99,8 @@ class MatchGame:
         side = int(rng.choice(s.board_sizes, p=weights / weights.sum()))
         return Board(side, side, random_rules(rng), s.komi)
 
-    def _side_to_move(self) -> int:
-        return self.black_side if self.board.to_move == BLACK else 1 - self.black_side
+    def _side_to_move(self, board: Board) -> int:
+        return self.black_side if board.to_move == BLACK else 1 - self.black_side
 
     def play(self) -> Generator[None, None, MatchGameResult]:
         s = self.settings
@@ -117,7 +117,7 @@ class MatchGame:
             if passalive.all_pass_alive(board):
                 end = END_PASS_ALIVE
                 break
-            tree = self.trees[self._side_to_move()]
+            tree = self.trees[self._side_to_move(board)]
             tree.start_search(s.visits, reuse=True)
             yield
             result = read_result(tree)

@@ -419,7 +419,7 @@ class GatingService:
             try:
                 if self._reporter is None:
                     self._reporter = self._make_reporter()
-                self._report(candidate)
+                self._report(candidate, self._reporter)
             # Any failure (service down, database down, a refusal) is retried with backoff: the
             # games stay in the match file until they are in.
             except Exception as err:
@@ -436,7 +436,7 @@ class GatingService:
         self._report_backoff.reset()
         self._report_next = 0.0
 
-    def _report(self, candidate: str) -> None:
+    def _report(self, candidate: str, reporter: Reporter) -> None:
         decision = self.decisions.find(candidate)
         match = MatchFile(self.data_dir, candidate)
         if decision is None or match.header is None:
@@ -454,7 +454,7 @@ class GatingService:
                             names[1 - r.black_side], r.winner, source=SOURCE)
                  for r in sorted(match.results.values(), key=lambda r: r.index)]
         for start in range(0, max(len(games), 1), REPORT_CHUNK):
-            self._reporter.report(games[start:start + REPORT_CHUNK], [cand, current])
+            reporter.report(games[start:start + REPORT_CHUNK], [cand, current])
         match.mark_reported()
         log.info("gating: reported %d games of %s to ratings (%s vs %s)", len(games), candidate, cand.name,
                  current.name)

@@ -51,11 +51,9 @@ def spooled_keys(spool_dir: str | os.PathLike[str]) -> set[str]:
     """The keys of the records a spool holds now (a write cut short excluded), read from outside
     its process: what the producer published and the consumer group has not committed."""
     try:
-        keys = {_spooled_key(p.name) for p in Path(spool_dir).iterdir()}
+        return {key for p in Path(spool_dir).iterdir() if (key := _spooled_key(p.name)) is not None}
     except FileNotFoundError:
         return set()
-    keys.discard(None)
-    return keys
 
 
 class Outbox:

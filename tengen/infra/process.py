@@ -65,6 +65,11 @@ class Interrupted(SystemExit):
     """A command stopped by SIGTERM or SIGINT; `code` is 128 + the signal number, as a shell reports
     it. A SystemExit, so a command that does not catch it exits with that code and no traceback."""
 
+    code: int  # always a number (SystemExit's may be a message or None)
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+
     @property
     def signal_name(self) -> str:
         return signal.Signals(int(self.code) - 128).name

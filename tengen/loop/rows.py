@@ -194,6 +194,10 @@ def rows_from_record(record: game_pb2.GameRecord, pos_len: int | None = None) ->
     if not (x_size <= length <= planes.MAX_BOARD and y_size <= length):
         raise ValueError(f"pos_len {length} does not fit a {x_size}x{y_size} board (max {planes.MAX_BOARD})")
     n = row_count(record)
+    # the optional targets, all present here (written through these names: the fields may be None)
+    final_weight = np.ones(n, np.float32)
+    short_term = np.zeros((n, 2), np.float32)
+    short_term_weight = np.zeros(n, np.float32)
     rows = TrainingRows(
         x_size=x_size,
         y_size=y_size,
@@ -205,9 +209,9 @@ def rows_from_record(record: game_pb2.GameRecord, pos_len: int | None = None) ->
         score=np.zeros(n, np.float32),
         ownership=np.zeros((n, length, length), np.float32),
         weight=np.zeros(n, np.float32),
-        final_weight=np.ones(n, np.float32),
-        short_term=np.zeros((n, 2), np.float32),
-        short_term_weight=np.zeros(n, np.float32),
+        final_weight=final_weight,
+        short_term=short_term,
+        short_term_weight=short_term_weight,
     )
     main_short_term = short_term_targets(record)
     black_owner = np.zeros((length, length), np.float32)
@@ -235,7 +239,7 @@ def rows_from_record(record: game_pb2.GameRecord, pos_len: int | None = None) ->
         if pos.branch is not None:  # the search's value; no score or ownership target
             value = np.array([move.value_win, move.value_loss, move.value_no_result], np.float32)
             rows.value[row] = value / value.sum()
-            rows.final_weight[row] = 0.0
+            final_weight[row] = 0.0
             continue
         sign = 1.0 if move.color == game_pb2.BLACK else -1.0
         mover_score = sign * record.final_score
@@ -247,8 +251,8 @@ def rows_from_record(record: game_pb2.GameRecord, pos_len: int | None = None) ->
             rows.value[row, WIN] = rows.value[row, LOSS] = 0.5
         rows.score[row] = mover_score
         rows.ownership[row] = sign * black_owner
-        rows.short_term[row] = main_short_term[pos.index]
-        rows.short_term_weight[row] = 1.0
+        short_term[row] = main_short_term[pos.index]
+        short_term_weight[row] = 1.0
     return rows
 
 

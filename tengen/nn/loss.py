@@ -16,7 +16,7 @@ counts for less; the L2 penalty is added once per batch.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -104,7 +104,9 @@ class Targets:
     short_term_weight: Tensor | None = None
 
     def to(self, device: torch.device | str) -> "Targets":
-        return Targets(**{f.name: _to(getattr(self, f.name), device) for f in fields(self)})
+        # each field as it is typed: a tensor, or None for the optional ones
+        moved: dict[str, Any] = {f.name: _to(getattr(self, f.name), device) for f in fields(self)}
+        return Targets(**moved)
 
     def check(self, outputs: ModelOutputs) -> None:
         """Raises ValueError when a target's shape does not match the outputs."""

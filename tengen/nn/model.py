@@ -248,9 +248,14 @@ def make_norm(channels: int, scale: float | None) -> nn.Module:
     return MaskedBatchNormReLU(channels) if scale is None else FixedScaleNormReLU(channels, scale)
 
 
-def stream_scale(branches: int, fixed: bool) -> float | None:
+def fixed_stream_scale(branches: int) -> float:
     """K for a residual stream that has summed `branches` unit-variance branches onto a unit one."""
-    return (1.0 + branches) ** -0.5 if fixed else None
+    return (1.0 + branches) ** -0.5
+
+
+def stream_scale(branches: int, fixed: bool) -> float | None:
+    """fixed_stream_scale(branches) for fixed-scale norms; None (batch norm) otherwise."""
+    return fixed_stream_scale(branches) if fixed else None
 
 
 def global_pool(x: Tensor, geo: BoardGeometry) -> Tensor:
@@ -322,10 +327,10 @@ class NestedBottleneckBlock(nn.Module):
         self.pre_norm = FixedScaleNormReLU(channels, scale)
         self.down = conv(channels, mid, 1)
         self.inner = nn.ModuleList([
-            GlobalPoolResBlock(mid, pool_channels, stream_scale(j, True)) if j == 0 and pool_channels
-            else ResBlock(mid, stream_scale(j, True)) for j in range(INNER_BLOCKS)
+            GlobalPoolResBlock(mid, pool_channels, fixed_stream_scale(j)) if j == 0 and pool_channels
+            else ResBlock(mid, fixed_stream_scale(j)) for j in range(INNER_BLOCKS)
         ])
-        self.post_norm = FixedScaleNormReLU(mid, stream_scale(INNER_BLOCKS, True))
+        self.post_norm = FixedScaleNormReLU(mid, fixed_stream_scale(INNER_BLOCKS))
         self.up = conv(mid, channels, 1)
 
     def forward(self, x: Tensor, geo: BoardGeometry) -> Tensor:
@@ -344,10 +349,10 @@ class Trunk(nn.Module):
         gpool = set(arch.gpool_positions())
         if arch.nested:
             self.blocks = nn.ModuleList([
-                NestedBottleneckBlock(c, arch.pool_channels if i in gpool else None, stream_scale(i, True))
+                NestedBottleneckBlock(c, arch.pool_channels if i in gpool else None, fixed_stream_scale(i))
                 for i in range(arch.blocks)
             ])
-            self.final_norm: nn.Module = FixedScaleNormReLU(c, stream_scale(arch.blocks, True))
+            self.final_norm: nn.Module = FixedScaleNormReLU(c, fixed_stream_scale(arch.blocks))
         else:
             self.blocks = nn.ModuleList(
                 [GlobalPoolResBlock(c, arch.pool_channels) if i in gpool else ResBlock(c) for i in range(arch.blocks)]

@@ -312,11 +312,11 @@ def fit(
         ) from None
     # Contrast rows: each player minus the anchor (its group's mean where the anchor is absent).
     contrast = np.eye(n)
-    anchor_group = group[players.index(anchor)] if anchor is not None else -1
+    anchor_index = players.index(anchor) if anchor is not None else None
     for label, size in enumerate(sizes):
         members = group == label
-        if label == anchor_group:
-            contrast[members, players.index(anchor)] -= 1.0
+        if anchor_index is not None and group[anchor_index] == label:
+            contrast[members, anchor_index] -= 1.0
         else:
             contrast[np.ix_(members, members)] -= 1.0 / size
 

@@ -196,7 +196,7 @@ def viewer_page(title: str, game: SgfGame, move: int, board: Board, url: str, sg
     else:
         played = "start of the game"
     black_caps, white_caps = captures(game, move, stones)
-    comment = game.comments[move - 1] if move > 0 and game.comments and game.comments[move - 1] else ""
+    comment = (game.comments[move - 1] if move > 0 and game.comments else None) or ""
 
     def step(element_id: str, text: str, target: int, enabled: bool) -> str:
         if not enabled:

@@ -131,30 +131,30 @@ class LocalRun:
 
     def _run_locked(self, stop: threading.Event) -> int:
         opts = self.options
-        self.repository = ModelRepository(self.layout.models)
+        self.repository = repository = ModelRepository(self.layout.models)
         record = append_run_record(self.data_dir, self.config)
         self._say(f"run record (configuration, version, commit, machine) appended to {record}")
         self._say(f"machine: {describe(machine_facts())}")
-        version, created = ensure_model(self.repository, self.config)
+        version, created = ensure_model(repository, self.config)
         self._say(f"model {self.config.run.model_name}: "
                   + (f"wrote version 1 (random {self.config.trainer.arch} net)" if created
                      else f"continuing from version {version}"))
         token = load_or_create_token(self.data_dir)
-        children = self._children(token)
-        self.supervisor = Supervisor(children)
+        children, ep = self._children(token, repository)
+        self.endpoints = ep
+        self.supervisor = supervisor = Supervisor(children)
         started = time.monotonic()
         deadline = started + opts.duration_s if opts.duration_s else None
-        reader = StatusReader(self.data_dir, self.config, trainer_metrics=f"{self.endpoints.trainer_http}/metrics",
-                              selfplay_metrics=[f"{u}/metrics" for u in self.endpoints.selfplay_http],
-                              ratings_url=self.endpoints.ratings_grpc, triton_url=self.endpoints.triton_grpc)
+        reader = StatusReader(self.data_dir, self.config, trainer_metrics=f"{ep.trainer_http}/metrics",
+                              selfplay_metrics=[f"{u}/metrics" for u in ep.selfplay_http],
+                              ratings_url=ep.ratings_grpc, triton_url=ep.triton_grpc)
         code = 0
         try:
             self._say(f"starting {', '.join(c.name for c in children)} (logs in {self.logs}) ...")
-            self.supervisor.start_all(should_stop=stop.is_set)
+            supervisor.start_all(should_stop=stop.is_set)
             self.cpu = CpuLedger()
             self._write_state()
             if not stop.is_set():
-                ep = self.endpoints
                 self._say(f"all services started: Kafka {ep.kafka}, Triton {ep.triton_grpc} (gRPC), "
                           f"ratings {ep.ratings_grpc} (gRPC), page {ep.ratings_http}/ (addresses in "
                           f"{self.layout.run_state})")
@@ -164,7 +164,7 @@ class LocalRun:
                 if deadline is not None and now >= deadline:
                     self._say(f"duration of {opts.duration_s:.0f} s reached")
                     break
-                self.supervisor.check()
+                supervisor.check()
                 if now >= next_status:
                     self._show(reader, now - started)
                     next_status = now + opts.status_every_s
@@ -175,9 +175,9 @@ class LocalRun:
             code = 1
         finally:
             if self.cpu is not None:
-                self.cpu.read(self.supervisor.pids())
+                self.cpu.read(supervisor.pids())
             self._say("stopping: selfplay and gating, then trainer, ratings, Triton, broker ...")
-            self.supervisor.stop_all()
+            supervisor.stop_all()
             reader.close()
             with contextlib.suppress(OSError):
                 (self.layout.run_state).unlink()
@@ -188,28 +188,29 @@ class LocalRun:
         return code
 
     # -- children -------------------------------------------------------------------------------
-    def _children(self, token: str) -> list[Child]:
-        """Every child in start order, with ports chosen now (configured ones when free)."""
+    def _children(self, token: str, repository: ModelRepository) -> tuple[list[Child], Endpoints]:
+        """Every child in start order and where the servers listen, with ports chosen now (configured
+        ones when free)."""
         cfg, opts = self.config, self.options
         ports = PortPicker()
         kafka_port = cfg.kafka.bootstrap.rpartition(":")[2]
         broker = LocalBroker(port=ports.pick(int(kafka_port) if kafka_port.isdigit() else None),
                              log_path=self.logs / "broker.log")
-        triton = LocalTriton(self.repository.root, self.layout.triton, load_models=[cfg.run.model_name],
+        triton = LocalTriton(repository.root, self.layout.triton, load_models=[cfg.run.model_name],
                              http_port=ports.pick(cfg.triton.http_port), grpc_port=ports.pick(cfg.triton.grpc_port),
                              metrics_port=ports.pick(cfg.triton.metrics_port), log_path=self.logs / "triton.log")
         ratings_grpc, ratings_http = ports.pick(cfg.ratings.grpc_port), ports.pick(cfg.ratings.http_port)
         trainer_http, gating_http = ports.pick(TRAINER_HTTP_PORT), ports.pick(GATING_HTTP_PORT)
         strength_http = ports.pick(STRENGTH_HTTP_PORT)
         selfplay_http = [ports.pick(SELFPLAY_HTTP_PORT if k == 0 else None) for k in range(opts.workers)]
-        self.endpoints = Endpoints(
+        endpoints = Endpoints(
             kafka=broker.bootstrap, triton_grpc=triton.grpc_url, triton_http=triton.http_url,
             ratings_grpc=f"127.0.0.1:{ratings_grpc}", ratings_http=f"http://127.0.0.1:{ratings_http}",
             trainer_http=f"http://127.0.0.1:{trainer_http}", gating_http=f"http://127.0.0.1:{gating_http}",
             strength_http=f"http://127.0.0.1:{strength_http}",
             selfplay_http=[f"http://127.0.0.1:{p}" for p in selfplay_http],
         )
-        env = self._service_env(token)
+        env = self._service_env(token, endpoints)
         preset = ["--preset", opts.preset]
 
         def service(name: str, module: str, *args: str, grace_s: float = 20.0) -> ServiceProcess:
@@ -218,7 +219,7 @@ class LocalRun:
 
         children: list[Child] = [
             ServerChild("broker", broker, start_timeout_s=60.0, stop_grace_s=10.0,
-                        after_start=lambda: self._prepare_broker(broker.bootstrap), pid=lambda: broker.pid),
+                        after_start=lambda: self._prepare_broker(repository, broker.bootstrap), pid=lambda: broker.pid),
             ServerChild("triton", triton, start_timeout_s=300.0, stop_grace_s=20.0, pid=lambda: triton.pid),
             service("ratings", "services.ratings", "--data-dir", str(self.data_dir), "--host", "127.0.0.1",
                     "--grpc-port", str(ratings_grpc), "--http-port", str(ratings_http)),
@@ -234,10 +235,9 @@ class LocalRun:
         children += [service(f"selfplay-{k}", "services.selfplay", *preset, "--worker-id", str(k),
                              "--http-port", str(port), "--outbox-dir", str(self.layout.outbox(k)))
                      for k, port in enumerate(selfplay_http)]
-        return children
+        return children, endpoints
 
-    def _service_env(self, token: str) -> dict[str, str]:
-        ep = self.endpoints
+    def _service_env(self, token: str, ep: Endpoints) -> dict[str, str]:
         env = dict(os.environ)
         env.update({
             "TENGEN_DATA_DIR": str(self.data_dir),
@@ -251,14 +251,14 @@ class LocalRun:
         env.pop("TENGEN_DATABASE_URL", None)  # the local run keeps its ratings in the data dir's SQLite
         return env
 
-    def _prepare_broker(self, bootstrap: str) -> None:
+    def _prepare_broker(self, repository: ModelRepository, bootstrap: str) -> None:
         """A fresh in-memory broker: create the topics, announce the version that serves now, so
         workers that start (or reconnect) learn it from the compacted topic."""
         from tengen.infra.kafka import ReliableProducer
         from tengen.loop.messages import announce_model, ensure_loop_topics
 
         ensure_loop_topics(bootstrap)
-        version = self.repository.latest_version(self.config.run.model_name)
+        version = repository.latest_version(self.config.run.model_name)
         if version is None:
             return
         producer = ReliableProducer(bootstrap, client_id="tengen-run")
@@ -272,18 +272,21 @@ class LocalRun:
         print(text, file=sys.stderr if err else self.out, flush=True)
 
     def _show(self, reader: StatusReader, elapsed_s: float) -> None:
+        supervisor, ep = self.supervisor, self.endpoints
+        if supervisor is None or ep is None:
+            raise RuntimeError("the run's status is shown only after its children are set up")
         status = reader.read()
         status.elapsed_s = elapsed_s
         status.duration_s = self.options.duration_s
-        status.services = self.supervisor.states()
-        status.events = list(self.supervisor.events)
+        status.services = supervisor.states()
+        status.events = list(supervisor.events)
         if self.cpu is not None:
-            self.cpu.read(self.supervisor.pids())
+            self.cpu.read(supervisor.pids())
         self.progress = RunProgress(time.time(), elapsed_s, status.duration_s, status.samples, status.games_played,
                                     status.games_per_s)
         if self.options.interactive:
             title = f"tengen run · preset {self.config.preset} · {self.data_dir}"
-            footer = [f"ratings page {self.endpoints.ratings_http}/   "
+            footer = [f"ratings page {ep.ratings_http}/   "
                       f"tensorboard --logdir {self.layout.tensorboard}",
                       f"service logs in {self.logs}"]
             self.out.write("\x1b[H\x1b[2J" + render_screen(status, title, footer) + "\n")  # home, clear, draw

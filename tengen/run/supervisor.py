@@ -95,7 +95,8 @@ class ServiceProcess:
 class Server(Protocol):
     """LocalBroker and LocalTriton: blocking start (returns once ready), stop, liveness."""
 
-    log_path: Path | None
+    @property
+    def log_path(self) -> Path | None: ...  # read only: LocalTriton's is always a Path
 
     def start(self, timeout_s: float = ...) -> object: ...
     def stop(self, grace_s: float = ...) -> None: ...

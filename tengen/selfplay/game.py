@@ -184,6 +184,12 @@ class SelfPlayGame:
         self.black_winrates: list[float] = []
         self.pass_streak = {BLACK: 0, WHITE: 0}  # each player's passes in a row
 
+    def _board(self) -> Board:
+        """The board of the game in progress (`play()` sets it up)."""
+        if self.board is None:
+            raise RuntimeError("the game has no board before play()")
+        return self.board
+
     # ---------------------------------------------------------------- game setup
 
     def _random_komi(self, area: int) -> float:
@@ -202,7 +208,7 @@ class SelfPlayGame:
 
     def _play(self, move: int, color: game_pb2.Color, result: SearchResult | None, full: bool, weight: float) -> None:
         """Play `move` for `color` on the board and the tree, and record it."""
-        board = self.board
+        board = self._board()
         if board.to_move != color:
             raise ValueError(f"{color} plays but {board.to_move} is to move")
         self.moves.append(_move_record(move, color, result, full, weight, self.settings.surprise_weighting))
@@ -213,9 +219,10 @@ class SelfPlayGame:
 
     def _set_to_move(self, color: int) -> None:
         """Let `color` move next (Black's free handicap moves)."""
-        if self.board.to_move != color:
-            self.board.to_move = color
-            self.tree.set_position(self.board, *self.prev)
+        board = self._board()
+        if board.to_move != color:
+            board.to_move = color
+            self.tree.set_position(board, *self.prev)
 
     def _evaluate(self) -> Generator[None, None, SearchResult]:
         """One evaluation of the current position (the raw policy, value and score)."""
@@ -232,25 +239,26 @@ class SelfPlayGame:
         if not allow_pass:
             candidates[-1] = False
         if not candidates.any():
-            return self.board.pass_move, result
+            return self._board().pass_move, result
         return draw_from_policy(result.raw_policy, candidates, temperature, self.rng), result
 
     def _compensate_komi(self) -> PartSteps:
         """Set komi so the net predicts an even game: komi += Black's predicted lead, a few
         times (Appendix C, §6.2.2)."""
-        area = self.board.x_size * self.board.y_size
+        board = self._board()
+        area = board.x_size * board.y_size
         for _ in range(self.settings.komi_compensation_rounds):
             result = yield from self._evaluate()
-            black_lead = result.score_mean if self.board.to_move == BLACK else -result.score_mean
-            komi = _round_komi(self.board.komi + black_lead, area)
-            if komi == self.board.komi:
+            black_lead = result.score_mean if board.to_move == BLACK else -result.score_mean
+            komi = _round_komi(board.komi + black_lead, area)
+            if komi == board.komi:
                 break
-            self.board = _with_komi(self.board, komi)  # (prev only feeds ladder planes: komi-free)
-        self.tree.set_position(self.board, *self.prev)
+            self.board = board = _with_komi(board, komi)  # (prev only feeds ladder planes: komi-free)
+        self.tree.set_position(board, *self.prev)
 
     def _permanent_branch(self) -> PartSteps:
         """§6.2.2: 3-10 random legal moves, one evaluation each; play the mover's favourite."""
-        board = self.board
+        board = self._board()
         legal = np.flatnonzero(board.legal_moves()[:-1])
         if len(legal) == 0:
             return
@@ -274,9 +282,10 @@ class SelfPlayGame:
     def _allowed_moves(self) -> np.ndarray | None:
         """Once the opponent has passed `pass_alive_passes` times in a row, moves inside either
         player's pass-alive territory are off limits (§6.2.3)."""
-        if self.pass_streak[3 - self.board.to_move] < self.settings.pass_alive_passes:
+        board = self._board()
+        if self.pass_streak[3 - board.to_move] < self.settings.pass_alive_passes:
             return None
-        territory = passalive.pass_alive_map(self.board).ravel() != 0
+        territory = passalive.pass_alive_map(board).ravel() != 0
         return np.append(~territory, True)
 
     # ---------------------------------------------------------------- the game
@@ -336,11 +345,12 @@ class SelfPlayGame:
         self.searches["full" if full else "fast"] += 1
         yield
         result = read_result(self.tree)
+        board = self._board()
         black_win = result.win + 0.5 * result.no_result
-        self.black_winrates.append(black_win if self.board.to_move == BLACK else 1.0 - black_win)
+        self.black_winrates.append(black_win if board.to_move == BLACK else 1.0 - black_win)
         temperature = move_temperature(turn, board_len, s.temperature_start, s.temperature_end)
         move = _choose_move(result, temperature, self.rng)
-        self._play(move, self.board.to_move, result, full, weight)
+        self._play(move, board.to_move, result, full, weight)
         if self.branch_rng.random() < s.side_branch_prob:
             yield from self._side_branch(result.raw_policy, full_visits, weight, temperature)
 
@@ -349,6 +359,8 @@ class SelfPlayGame:
         tree back on the main line."""
         s, rng = self.settings, self.branch_rng
         at, at_prev = self.prev  # the branch point (copies, kept as they are) and the turn before it
+        if at is None:
+            raise RuntimeError("a side branch needs a move played before it")
         main_move = self.moves[-1].move
         candidates = at.legal_moves().astype(bool)
         candidates[[main_move, at.pass_move]] = False
@@ -381,7 +393,7 @@ class SelfPlayGame:
         self.tree.set_position(self.board, *self.prev)
 
     def _record(self, handicap: int, end_reason: game_pb2.EndReason) -> game_pb2.GameRecord:
-        board = self.board
+        board = self._board()
         score = passalive.final_score(board)
         record = game_pb2.GameRecord(
             id=self.game_id,

@@ -79,7 +79,7 @@ class _Half:
         self.global_inputs = [np.zeros((rows, NUM_GLOBAL), np.float32) for _ in range(evaluators)]
         self.trees: list[list[Tree]] = [[] for _ in range(evaluators)]
         self.active: list[Slot] = []
-        self.counts: list[np.ndarray | None] = [None] * evaluators
+        self.counts = [np.zeros(0, np.int32) for _ in range(evaluators)]  # leaves per active game (none yet)
         self.futures: list[concurrent.futures.Future | None] = [None] * evaluators
 
     def idle(self) -> bool:
@@ -194,7 +194,10 @@ class BatchedRunner:
             total = int(counts.sum())
             if total:
                 spatial, global_inputs = half.spatial[e][:total], half.global_inputs[e][:total]
-                call = self._infer[e] if self._infer[e] is not None else evaluator.evaluate
+                infer = self._infer[e]
+                call = infer if infer is not None else evaluator.evaluate
+                if self._pool is None:
+                    raise RuntimeError("batches are sent only while run() is playing")
                 half.futures[e] = self._pool.submit(call, spatial, global_inputs)
 
     def _finish(self, half: _Half) -> None:

@@ -121,7 +121,7 @@ class LocalTriton:
     @property
     def pid(self) -> int | None:
         """The tritonserver process id while it runs (its Python backend stubs are its children)."""
-        return self._proc.pid if self.is_running() else None
+        return self._proc.pid if self.is_running() and self._proc is not None else None
 
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
