@@ -198,8 +198,9 @@ def _live_run(args: argparse.Namespace) -> dict:
         raise SystemExit(f"no running `tengen run` on {args.data_dir} (no run.json with its addresses)")
     ratings, trainer = endpoints["ratings_http"], endpoints["trainer_http"]
 
-    def samples() -> float | None:
-        return scrape(f"{trainer}/metrics").get("tengen_trainer_samples")
+    def samples() -> int | None:
+        value = scrape(f"{trainer}/metrics").get("tengen_trainer_samples")  # a counter: whole samples
+        return None if value is None else int(value)
 
     before = samples()
     figures: dict[str, Any] = {
