@@ -385,3 +385,57 @@ def test_a_restarted_trainer_with_training_to_do_ingests_the_waiting_games(broke
     window = Window(tmp_path / "trainer" / "window", POS_LEN, c=config.trainer.window_c, read_only=True)
     missing = [game.id for game in waiting if game.id not in window]
     assert not missing, f"{len(missing)} of the waiting games not ingested in {turns} turns"
+
+
+@pytest.mark.slow
+def test_a_trainer_with_slow_steps_ingests_games_as_they_arrive(broker: LocalBroker, tmp_path: Path) -> None:
+    """A trainer whose every turn takes longer than a group join round (~3 s on Tansu; a big net's
+    step on a small box takes 6 s) must join and go on ingesting games produced meanwhile.
+    kafka-python drops a round that ends between two polls and starts another, so such a trainer
+    once rejoined for a whole 30-minute catch-up and read nothing, ~500 games queued on the broker.
+    Each turn stands in for one slow step by waiting `turn_s`; the games must arrive within a bound
+    of turns."""
+    turn_s, max_turns = 4.0, 8
+    bootstrap = broker.bootstrap
+    ensure_loop_topics(bootstrap)
+    config = _config(tmp_path, bootstrap)
+    _window_of(config, 300)  # enough rows to train on every turn
+    rng = np.random.default_rng(11)
+    first = random_game(rng, 7, game_id="first")
+    later = [random_game(rng, 7, game_id=f"later-{i}") for i in range(5)]
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+
+    def send(games: list[game_pb2.GameRecord]) -> None:
+        for game in games:
+            producer.send(GAMES_TOPIC, key=game.id.encode(), value=game.SerializeToString())
+        producer.flush()
+
+    send([first])
+    service = TrainerService(config, checkpoint_every_s=3600.0)
+    stop = threading.Event()
+    turns_after_send: int | None = None
+
+    def turn(writer: object, producer_: object, slice_stop: threading.Event) -> None:
+        nonlocal turns_after_send
+        assert service.learner.can_train()  # training is due on every turn
+        if turns_after_send is None:
+            if "first" in service.window:  # joined, assigned and reading: now the games come in
+                send(later)
+                turns_after_send = 0
+        else:
+            turns_after_send += 1
+            if all(game.id in service.window for game in later) or turns_after_send >= max_turns:
+                stop.set()
+        slice_stop.wait(turn_s)
+
+    service._train_slice = turn  # type: ignore[method-assign]
+    runner = threading.Thread(target=service.run, args=(stop,))
+    runner.start()
+    runner.join(timeout=180.0)
+    stop.set()
+    runner.join()
+    producer.close()
+    assert turns_after_send is not None, "the first game never reached the window"
+    window = Window(tmp_path / "trainer" / "window", POS_LEN, c=config.trainer.window_c, read_only=True)
+    missing = [game.id for game in later if game.id not in window]
+    assert not missing, f"{len(missing)} of 5 games made during slow training not in after {turns_after_send} turns"

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 # timeout made the first join take over 20 s. Both must stay above the broker's minimum.
 SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_INTERVAL_MS = 1000
+JOIN_WAIT_S = 10.0  # a poll during a group join waits this long for it to end (Tansu takes ~3 s)
 
 Headers = Sequence[tuple[str, bytes]]
 
@@ -538,6 +539,11 @@ class GroupConsumer:
         consumer = self._ensure()
         if consumer is None:
             return []
+        if _join_in_flight(consumer):
+            # kafka-python drops a JoinGroup/SyncGroup round that ended between two polls and sends
+            # another: each round takes Tansu ~3 s, so a caller busy for longer than that between
+            # polls (a trainer with 6-second steps) rejoined forever and read nothing for 30 min.
+            timeout_s = max(timeout_s, JOIN_WAIT_S)
         try:
             batches = consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
         except kerr.KafkaError as exc:
