@@ -535,7 +535,8 @@ class GroupConsumer:
         return consumer
 
     def poll(self, timeout_s: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
-        """Records fetched within timeout_s (possibly none). Errors are logged and retried with backoff."""
+        """Records fetched within timeout_s (possibly none; up to JOIN_WAIT_S while a group join is in
+        flight). Errors are logged and retried with backoff."""
         consumer = self._ensure()
         if consumer is None:
             return []
