@@ -60,7 +60,7 @@ def _read_all(bootstrap: str, topic: str, timeout_s: float = 10.0) -> list:
 def _consume_until(consumer: GroupConsumer, want: int, timeout_s: float = 30.0) -> list:
     got: list = []
     deadline = time.monotonic() + timeout_s
-    while len({r.key for r in got}) < want and time.monotonic() < deadline:
+    while len(got) < want and time.monotonic() < deadline:
         got.extend(consumer.poll(0.5))
     return got
 
