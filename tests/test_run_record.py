@@ -30,8 +30,8 @@ def test_a_record_holds_the_resolved_configuration_without_secrets() -> None:
 
 def test_records_are_appended_and_kept(tmp_path: Path) -> None:
     config = load_config("tiny", env={})
-    path = append_run_record(tmp_path, config, ["run"])
-    append_run_record(tmp_path, config, ["run", "--duration", "5m"])
+    path = append_run_record(tmp_path, run_record(config, ["run"]))
+    append_run_record(tmp_path, run_record(config, ["run", "--duration", "5m"]))
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert path == tmp_path / "runs.jsonl"
     assert [r["argv"] for r in lines] == [["run"], ["run", "--duration", "5m"]]

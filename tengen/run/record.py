@@ -68,8 +68,8 @@ def run_record(config: Config, argv: list[str] | None = None) -> dict[str, Any]:
     }
 
 
-def append_run_record(data_dir: Path, config: Config, argv: list[str] | None = None) -> Path:
-    """Append this run's record to the data dir's runs.jsonl; returns its path."""
+def append_run_record(data_dir: Path, record: dict[str, Any]) -> Path:
+    """Append a run's record (run_record's) to the data dir's runs.jsonl; returns its path."""
     path = DataDir(data_dir).run_records
-    append_line(path, run_record(config, argv))
+    append_line(path, record)
     return path
