@@ -40,6 +40,13 @@ class ConfigError(ValueError):
 class RunConfig:
     data_dir: str = "./tengen-data"  # everything a run writes lives under here
     model_name: str = "tengen"  # Triton model name served to selfplay
+    # A new `tengen run`'s first stage on a smaller board (KataGo §4.3, §7.2: what a small board
+    # teaches carries to a bigger one): the whole loop at this side in a data dir of its own until its
+    # trainer has trained first_stage_samples, then the run starts from the stage's newest promoted
+    # net at game.board_sizes. 0: no first stage.
+    first_stage_board_size: int = 0
+    first_stage_komi_mean: float = 9.0  # the stage's game.komi_mean (7x7 is a draw at 9)
+    first_stage_samples: int = 300_000  # the stage's length: samples its trainer has trained
 
 
 @dataclass
@@ -409,6 +416,10 @@ def validate(config: Config) -> None:
 
     game, search, trainer, gating = config.game, config.search, config.trainer, config.gating
     check(bool(game.board_sizes), "game.board_sizes must not be empty")
+    stage = config.run.first_stage_board_size
+    check(stage == 0 or 7 <= stage < min(game.board_sizes or [0]),
+          "run.first_stage_board_size must be 0 (none), or at least 7 and below every game.board_sizes")
+    check(config.run.first_stage_samples > 0, "run.first_stage_samples must be > 0")
     check(all(7 <= s <= 19 for s in game.board_sizes), "game.board_sizes must be within 7..19")
     check(len(game.board_size_weights) == len(game.board_sizes),
           "game.board_size_weights must have one weight per board size")

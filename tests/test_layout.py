@@ -41,6 +41,7 @@ def test_every_path_of_the_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         d.run_state: "run.json",
         d.run_lock: "run.lock",
         d.run_records: "runs.jsonl",
+        d.first_stage: "first-stage",
     }
     for path, relative in expected.items():
         assert path == tmp_path / relative

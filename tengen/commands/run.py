@@ -20,6 +20,10 @@ Ctrl-C, SIGTERM or the end of --duration stops everything cleanly: selfplay and 
 then the trainer (it checkpoints), ratings, Triton, the broker; then it prints where the SGFs,
 TensorBoard logs, models and ratings are. Everything lives in the data dir, so running again with
 the same --data-dir continues the run (window, checkpoints, model versions, ratings).
+A preset with run.first_stage_board_size (e.g. 7) starts a new data dir with a first stage at that
+smaller board, in <data-dir>/first-stage (a data dir of its own), until its trainer has trained
+run.first_stage_samples; the run then starts at the preset's board from the stage's newest promoted
+net (tengen/run/first_stage.py). --duration counts both.
 --init-model starts a new data dir from an existing net instead of a random one (a warm start);
 --arch moves a run to another (bigger) net: the new net trains on the run's window before it
 plays for promotion against the served one. While it
@@ -33,12 +37,14 @@ Two hours on a 2-core box take 9x9 from a random net past GNU Go level 1 (docs/r
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import re
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -47,6 +53,7 @@ from tengen.infra.entrypoint import add_preset_argument, positive_float, positiv
 
 if TYPE_CHECKING:
     from tengen.config import Config
+    from tengen.run.local import RunOptions
 
 DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -105,6 +112,7 @@ def preset_and_data_dir(prog: str, preset: str, data_dir: Path | None) -> tuple[
 
 def _run(args: argparse.Namespace) -> int:
     from tengen.loop.layout import DataDir
+    from tengen.run.first_stage import hand_over, stage_config, stage_pending
     from tengen.run.local import LocalRun, RunError, RunOptions
 
     if args.arch is not None:
@@ -149,8 +157,22 @@ def _run(args: argparse.Namespace) -> int:
     print(f"tengen run: preset {config.preset}, data dir {data_dir}, {workers} selfplay worker(s)"
           + (f", for {args.duration:.0f} s" if args.duration else ", until Ctrl-C"), flush=True)
     try:
+        if stage_pending(config):
+            stage = stage_config(preset, config)
+            stage.selfplay.workers = workers
+            begun = time.monotonic()
+            code, done = _first_stage(options, stage, stop)
+            if not done:
+                return code
+            export, placed = hand_over(config, stage)
+            print(f"tengen run: first stage done; the run starts at {_boards(config)} from {export} "
+                  f"({placed['init_from']['samples_seen']:,} samples on {_boards(stage)})", flush=True)
+            if options.duration_s is not None:
+                options.duration_s -= time.monotonic() - begun
+                if options.duration_s <= 0:
+                    return 0
         return LocalRun(options).run(stop)
-    except RunError as exc:
+    except (RunError, ValueError) as exc:
         print(f"tengen run: {exc}", file=sys.stderr)
         return 1
     finally:
@@ -158,6 +180,26 @@ def _run(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
         logging.getLogger().removeHandler(log_file)
         log_file.close()
+
+
+def _boards(config: Config) -> str:
+    return ", ".join(f"{s}x{s}" for s in config.game.board_sizes)
+
+
+def _first_stage(options: RunOptions, stage: Config, stop: threading.Event) -> tuple[int, bool]:
+    """Run the loop at the first stage's board until its trainer has trained the stage's samples:
+    the exit code and whether the stage is done (not stopped first by a signal, the duration or a
+    failure)."""
+    from tengen.run.first_stage import stage_env
+    from tengen.run.local import LocalRun
+
+    goal = options.config.run.first_stage_samples
+    print(f"tengen run: first stage at {_boards(stage)} (komi around {stage.game.komi_mean:g}) in "
+          f"{stage.run.data_dir} until its trainer has trained {goal:,} samples", flush=True)
+    run = LocalRun(dataclasses.replace(options, config=stage, data_dir=Path(stage.run.data_dir),
+                                       env=stage_env(options.config), until_samples=goal))
+    code = run.run(stop)
+    return code, code == 0 and run.samples_reached and not stop.is_set()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

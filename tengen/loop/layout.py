@@ -17,6 +17,8 @@
   ratings.sqlite, ratings.token       the ratings store without Postgres, and its write token
   logs/, run.json, run.lock           `tengen run`'s logs, state and lock
   runs.jsonl                          what made the data dir: one line per `tengen run` (tengen.run.record)
+  first-stage/                        a data dir of this tree: the run's small-board first stage
+                                      (run.first_stage_board_size, tengen.run.first_stage)
 ```
 The ratings service's "games dir" is a data dir too (or the part of one it mounts): it reads the
 self-play SGFs and gating's files at these same places.
@@ -98,6 +100,11 @@ class DataDir:
         """The export a new run starts from (`tengen run --init-model`): its version 1 and the
         trainer's first weights. Read only while the data dir has no version and no checkpoint."""
         return self.root / "trainer" / "init-model.pt"
+
+    @property
+    def first_stage(self) -> Path:
+        """The data dir of the run's first stage on a smaller board (tengen.run.first_stage)."""
+        return self.root / "first-stage"
 
     @property
     def tensorboard(self) -> Path:

@@ -84,6 +84,8 @@ class RunOptions:
     duration_s: float | None = None
     status_every_s: float = 5.0
     interactive: bool = False  # redraw the status view in place (a terminal) or print lines
+    env: dict[str, str] = field(default_factory=dict)  # the services' environment over this process's
+    until_samples: int | None = None  # stop once the trainer has trained this many (a first stage)
 
 
 @contextlib.contextmanager
@@ -117,6 +119,7 @@ class LocalRun:
         self.supervisor: Supervisor | None = None
         self.progress: RunProgress | None = None  # the last status line's figures, for run.json
         self.cpu: CpuLedger | None = None  # each service's CPU seconds, from when all had started
+        self.samples_reached = False  # the run stopped because its trainer reached until_samples
 
     # -- the run --------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> int:
@@ -169,6 +172,11 @@ class LocalRun:
                 if now >= next_status:
                     self._show(reader, now - started)
                     next_status = now + opts.status_every_s
+                    trained = self.progress.samples if self.progress else None
+                    if opts.until_samples is not None and trained is not None and trained >= opts.until_samples:
+                        self.samples_reached = True
+                        self._say(f"the trainer has trained {trained:,} samples (of {opts.until_samples:,})")
+                        break
                 stop.wait(0.5)
         except SupervisorError as exc:
             log.error("%s", exc)
@@ -239,7 +247,7 @@ class LocalRun:
         return children, endpoints
 
     def _service_env(self, token: str, ep: Endpoints) -> dict[str, str]:
-        env = dict(os.environ)
+        env = {**os.environ, **self.options.env}
         env.update({
             "TENGEN_DATA_DIR": str(self.data_dir),
             "TENGEN_KAFKA_BOOTSTRAP": ep.kafka,
