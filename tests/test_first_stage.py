@@ -125,10 +125,17 @@ def test_tengen_run_plays_the_7x7_stage_then_9x9_from_its_net(tmp_path: Path) ->
         proc = subprocess.Popen([TENGEN, "run", "--preset", "tiny", "--data-dir", str(data_dir), "--duration", "12m",
                                  "--status-every", "5"], stdout=sink, stderr=subprocess.STDOUT, env=env)
     layout = DataDir(data_dir)
+    staged: dict | None = None  # `tengen status` on the data dir while the stage runs
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and proc.poll() is None:
             time.sleep(5)
+            if staged is None and (layout.first_stage / "run.json").exists():
+                live = subprocess.run([TENGEN, "status", "--data-dir", str(data_dir), "--json"], capture_output=True,
+                                      text=True, env=env, timeout=120)
+                if "first stage done" not in out.read_text(errors="replace"):
+                    assert live.returncode == 0, live.stderr
+                    staged = json.loads(live.stdout)
             if _sizes(layout.selfplay_sgf) and "] games " in out.read_text(errors="replace").rpartition(
                     "first stage done")[2]:
                 break  # the run proper plays and has shown a status line
@@ -146,6 +153,7 @@ def test_tengen_run_plays_the_7x7_stage_then_9x9_from_its_net(tmp_path: Path) ->
     trained = re.search(r"the trainer has trained ([\d,]+) samples \(of 2,000\)", text)
     assert trained is not None and int(trained.group(1).replace(",", "")) >= 2000, text[-6000:]
     assert "first stage done; the run starts at 9x9 from" in text
+    assert staged is not None and staged["running"] and staged["data_dir"] == str(layout.first_stage)
     # Each part played its own board and kept its own record.
     assert _sizes(stage.selfplay_sgf) == {"7"} and _sizes(layout.selfplay_sgf) == {"9"}
     records = [json.loads(line) for line in stage.run_records.read_text().splitlines()]

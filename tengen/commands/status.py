@@ -4,8 +4,9 @@ Reads what `tengen run`'s own status view reads (tengen.run.status): the window,
 gating decisions, the model repository, the strength service's results against GNU Go, and, while
 the run is up (its `run.json` names the services' addresses), the trainer's and selfplay workers'
 /metrics (two reads five seconds apart give the rates; games/s is the run's own, over its status
-interval, from run.json's progress) and the ratings leaderboard. `--json` prints
-the same figures as one JSON object.
+interval, from run.json's progress) and the ratings leaderboard. While a new run plays its first
+stage on a smaller board, the screen is the stage's (<data-dir>/first-stage). `--json` prints the
+same figures as one JSON object.
 """
 from __future__ import annotations
 
@@ -58,6 +59,8 @@ def _run(args: argparse.Namespace) -> int:
     layout = DataDir(data_dir)
     if not data_dir.is_dir():
         raise CommandError(f"no data dir at {data_dir} (give the run's --data-dir)")
+    if not run_state(data_dir) and run_state(layout.first_stage):  # a new run in its first stage
+        data_dir, layout = layout.first_stage, DataDir(layout.first_stage)
     preset, started = _started(layout.run_records)
     state = run_state(data_dir)
     running = bool(state) and _alive(state.get("pid"))
