@@ -65,7 +65,8 @@ def test_the_stage_services_see_its_board_and_komi_and_no_stage_of_their_own(
     config = _config(tmp_path, TENGEN_RUN__FIRST_STAGE_KOMI_MEAN="8.5")
     env = stage_env(config)
     assert env == {"TENGEN_GAME__BOARD_SIZES": "7", "TENGEN_GAME__BOARD_SIZE_WEIGHTS": "1",
-                   "TENGEN_GAME__KOMI_MEAN": "8.5", "TENGEN_RUN__FIRST_STAGE_BOARD_SIZE": "0"}
+                   "TENGEN_GAME__KOMI_MEAN": "8.5", "TENGEN_RUN__FIRST_STAGE_BOARD_SIZE": "0",
+                   "TENGEN_STRENGTH__GNUGO_LEVELS": ""}
     # What a stage service reads: this process's environment under the stage's overrides.
     for name, value in {**STAGE_ENV, "TENGEN_RUN__FIRST_STAGE_KOMI_MEAN": "8.5",
                         "TENGEN_TRAINER__BATCH_SIZE": "32"}.items():
@@ -75,7 +76,7 @@ def test_the_stage_services_see_its_board_and_komi_and_no_stage_of_their_own(
     assert stage.run.first_stage_board_size == 0
     assert stage.run.data_dir == str(tmp_path / "first-stage")
     assert stage.trainer.batch_size == 32  # the caller's other overrides reach the stage too
-    assert stage.strength.board_size == config.strength.board_size  # the curve stays on the preset's board
+    assert stage.strength.gnugo_levels == [] and config.strength.gnugo_levels  # no curve of the stage's nets
 
 
 def test_the_run_starts_from_the_stage_newest_promoted_net(tmp_path: Path) -> None:
@@ -114,12 +115,12 @@ def _sizes(sgf_dir: Path) -> set[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_tengen_run_plays_the_7x7_stage_then_9x9_from_its_net(tmp_path: Path) -> None:
+def test_tengen_run_plays_the_7x7_stage_then_9x9_from_its_net(tmp_path: Path, gnugo: str) -> None:
     data_dir = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TENGEN_")}
-    # Two candidates' worth of 7x7 training; no GNU Go curve (the test is about the hand-over).
+    # Two candidates' worth of 7x7 training; the run proper's curve at one level, two games.
     env.update(STAGE_ENV, TENGEN_DATA_DIR=str(data_dir), TENGEN_RUN__FIRST_STAGE_SAMPLES="2000",
-               TENGEN_STRENGTH__GNUGO_LEVELS="")
+               TENGEN_STRENGTH__GNUGO_LEVELS="0", TENGEN_STRENGTH__GAMES="2")
     out = tmp_path / "run.out"
     with open(out, "wb") as sink:
         proc = subprocess.Popen([TENGEN, "run", "--preset", "tiny", "--data-dir", str(data_dir), "--duration", "12m",

@@ -9,9 +9,11 @@ trainer's first weights, an empty window, game.board_sizes. A stage cut short (C
 --duration) goes on at the next `tengen run` on the data dir; once the data dir holds a run, its
 stage is never played again.
 
-The stage's services see the preset with four overrides (`stage_env`): the stage's side and komi
-for self-play, gating and training, and no first stage of their own. Everything else, the strength
-service's board included, is the preset's.
+The stage's services see the preset with five overrides (`stage_env`): the stage's side and komi
+for self-play, gating and training, no first stage of their own, and no GNU Go curve (the strength
+service plays the preset's board, where it would measure only the stage's random first net: minutes
+of a core that the stage's self-play gets instead). The run proper's curve starts with the stage's
+net, its version 1. Everything else is the preset's.
 """
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ def stage_env(config: Config) -> dict[str, str]:
         "TENGEN_GAME__BOARD_SIZE_WEIGHTS": "1",
         "TENGEN_GAME__KOMI_MEAN": f"{config.run.first_stage_komi_mean:g}",
         "TENGEN_RUN__FIRST_STAGE_BOARD_SIZE": "0",
+        "TENGEN_STRENGTH__GNUGO_LEVELS": "",
     }
 
 
