@@ -169,4 +169,6 @@ def test_tengen_run_plays_the_7x7_stage_then_9x9_from_its_net(tmp_path: Path, gn
     assert "tengen run: first stage done; the run starts at 9x9 from " + str(newest) in text
     # Stopped cleanly: both parts' summaries, nothing left running.
     assert text.count("run stopped. Everything is in") == 2 and "SIGINT: stopping" in text
+    # Both parts are continued on the data dir given, never on the stage's own.
+    assert text.count(f"`tengen run --data-dir {data_dir}` continues it") == 2
     assert not (data_dir / "run.json").exists() and not (stage.root / "run.json").exists()

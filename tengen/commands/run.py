@@ -32,7 +32,8 @@ runs, <data-dir>/run.json lists the services' addresses (`tengen status` reads i
 that self-play follows: without the broker nothing is announced and self-play keeps its version) or
 `TENGEN_RATINGS_URL=... tengen ratings top`.
 
-Two hours on a 2-core box take 9x9 from a random net past GNU Go level 1 (docs/results.md).
+Two hours of the cpu preset on a 2-core box (7x7 for about half an hour, then 9x9) take a random
+net to beating GNU Go level 10 in most games (docs/results.md).
 """
 from __future__ import annotations
 
@@ -197,7 +198,8 @@ def _first_stage(options: RunOptions, stage: Config, stop: threading.Event) -> t
     print(f"tengen run: first stage at {_boards(stage)} (komi around {stage.game.komi_mean:g}) in "
           f"{stage.run.data_dir} until its trainer has trained {goal:,} samples", flush=True)
     run = LocalRun(dataclasses.replace(options, config=stage, data_dir=Path(stage.run.data_dir),
-                                       env=stage_env(options.config), until_samples=goal))
+                                       env=stage_env(options.config), until_samples=goal,
+                                       resume_dir=options.data_dir))
     code = run.run(stop)
     return code, code == 0 and run.samples_reached and not stop.is_set()
 

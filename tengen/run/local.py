@@ -86,6 +86,7 @@ class RunOptions:
     interactive: bool = False  # redraw the status view in place (a terminal) or print lines
     env: dict[str, str] = field(default_factory=dict)  # the services' environment over this process's
     until_samples: int | None = None  # stop once the trainer has trained this many (a first stage)
+    resume_dir: Path | None = None  # the data dir that `tengen run` continues this run on, if not data_dir
 
 
 @contextlib.contextmanager
@@ -323,7 +324,7 @@ class LocalRun:
         sgf = (f"{len(sgfs)} files under {os.path.commonpath(sgfs)}   (tengen sgf check|score FILE)" if sgfs
                else "none written yet")
         return "\n".join([
-            f"run stopped. Everything is in {d}; `tengen run --data-dir {d}` continues it.",
+            f"run stopped. Everything is in {d}; `tengen run --data-dir {self.options.resume_dir or d}` continues it.",
             f"  games (SGF)   {sgf}",
             f"  TensorBoard   tensorboard --logdir {layout.tensorboard}",
             f"  models        {layout.models}   (tengen models list --data-dir {d})",
