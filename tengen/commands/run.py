@@ -159,13 +159,19 @@ def _run(args: argparse.Namespace) -> int:
           + (f", for {args.duration:.0f} s" if args.duration else ", until Ctrl-C"), flush=True)
     try:
         if stage_pending(config):
-            stage = stage_config(preset, config)
+            try:
+                stage = stage_config(preset, config)
+            except ValueError as exc:  # the preset with the stage's overrides is invalid
+                raise RunError(f"the first stage: {exc}") from None
             stage.selfplay.workers = workers
             begun = time.monotonic()
             code, done = _first_stage(options, stage, stop)
             if not done:
                 return code
-            export, placed = hand_over(config, stage)
+            try:
+                export, placed = hand_over(config, stage)
+            except ValueError as exc:
+                raise RunError(str(exc)) from None
             print(f"tengen run: first stage done; the run starts at {_boards(config)} from {export} "
                   f"({placed['init_from']['samples_seen']:,} samples on {_boards(stage)})", flush=True)
             if options.duration_s is not None:
@@ -173,7 +179,7 @@ def _run(args: argparse.Namespace) -> int:
                 if options.duration_s <= 0:
                     return 0
         return LocalRun(options).run(stop)
-    except (RunError, ValueError) as exc:
+    except RunError as exc:
         print(f"tengen run: {exc}", file=sys.stderr)
         return 1
     finally:
