@@ -167,8 +167,19 @@ def test_tengen_run_plays_the_7x7_stage_then_9x9_from_its_net(tmp_path: Path, gn
     first = ModelRepository(layout.models).export_path("tengen", 1)
     assert first.read_bytes() == newest.read_bytes()
     assert "tengen run: first stage done; the run starts at 9x9 from " + str(newest) in text
-    # Stopped cleanly: both parts' summaries, nothing left running.
-    assert text.count("run stopped. Everything is in") == 2 and "SIGINT: stopping" in text
-    # Both parts are continued on the data dir given, never on the stage's own.
-    assert text.count(f"`tengen run --data-dir {data_dir}` continues it") == 2
+    # Stopped cleanly: one summary (the stage that is done goes on as the run), on the data dir
+    # given, never the stage's own; nothing left running.
+    assert text.count("run stopped. Everything is in") == 1 and "SIGINT: stopping" in text
+    assert f"run stopped. Everything is in {data_dir}; `tengen run --data-dir {data_dir}` continues it" in text
     assert not (data_dir / "run.json").exists() and not (stage.root / "run.json").exists()
+
+
+def test_a_stage_cut_short_says_to_continue_on_the_data_dir_given(tmp_path: Path) -> None:
+    from tengen.run.local import LocalRun, RunOptions
+
+    config = _config(tmp_path / "run")
+    stage = stage_config("tiny", config)
+    run = LocalRun(RunOptions(preset="tiny", config=stage, data_dir=Path(stage.run.data_dir), workers=1,
+                              resume_dir=tmp_path / "run"))
+    assert f"run stopped. Everything is in {stage.run.data_dir}; `tengen run --data-dir {tmp_path / 'run'}` " \
+           "continues it." in run.summary()

@@ -191,7 +191,8 @@ class LocalRun:
             reader.close()
             with contextlib.suppress(OSError):
                 (self.layout.run_state).unlink()
-            self._say(self.summary())
+            if not self.samples_reached:  # a first stage that is done goes on as the run proper
+                self._say(self.summary())
             if self.cpu is not None:
                 log.info("%s", self.cpu.summary())
                 self._say(self.cpu.summary())
