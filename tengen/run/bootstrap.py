@@ -65,6 +65,18 @@ def ensure_model(repository: ModelRepository, config: Config, seed: int = 0,
     return version, True
 
 
+def held_run(config: Config) -> str | None:
+    """What says the config's data dir already holds a run (its newest model version or its
+    trainer checkpoint), or None where a new run may start."""
+    data_dir = DataDir(config.run.data_dir)
+    latest = ModelRepository(data_dir.models).latest_version(config.run.model_name)
+    if latest is not None:
+        return f"model version {latest}"
+    if data_dir.checkpoint.exists():
+        return "a trainer checkpoint"
+    return None
+
+
 def place_init_model(config: Config, export: Path) -> dict:
     """Copy `export` (a TorchScript export with its sidecar) to the data dir's init model, the
     start of a new run (version 1 and the trainer's first weights); returns its sidecar. Raises
@@ -72,11 +84,10 @@ def place_init_model(config: Config, export: Path) -> dict:
     from tengen.nn.export import load_export, sidecar_path
 
     data_dir = DataDir(config.run.data_dir)
-    repository = ModelRepository(data_dir.models)
-    latest = repository.latest_version(config.run.model_name) if repository.has_model(config.run.model_name) else None
-    if latest is not None or data_dir.checkpoint.exists():
-        raise ValueError(f"{data_dir} already holds a run (model version {latest or '?'}, or a trainer checkpoint): "
-                         "--init-model starts a new one; give an empty --data-dir")
+    held = held_run(config)
+    if held is not None:
+        raise ValueError(f"{data_dir} already holds a run ({held}): --init-model starts a new one; "
+                         "give an empty --data-dir")
     try:
         _, metadata = load_export(export)
     except (OSError, ValueError, RuntimeError) as error:

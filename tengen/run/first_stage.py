@@ -23,16 +23,13 @@ from pathlib import Path
 from tengen.config import Config, load_config
 from tengen.infra.triton.repository import ModelRepository
 from tengen.loop.layout import DataDir
-from tengen.run.bootstrap import place_init_model
+from tengen.run.bootstrap import held_run, place_init_model
 
 
 def holds_a_run(config: Config) -> bool:
     """Whether the config's data dir already holds a run (a model version, a trainer checkpoint
     or an init model): then no first stage is played."""
-    data_dir = DataDir(config.run.data_dir)
-    repository = ModelRepository(data_dir.models)
-    return (repository.latest_version(config.run.model_name) is not None or data_dir.checkpoint.exists()
-            or data_dir.init_model.exists())
+    return held_run(config) is not None or DataDir(config.run.data_dir).init_model.exists()
 
 
 def stage_pending(config: Config) -> bool:
