@@ -148,6 +148,7 @@ def test_tengen_run_plays_the_7x7_stage_then_9x9_from_its_net(tmp_path: Path, gn
             proc.kill()
             proc.wait()
         stop_marked(str(data_dir.resolve()))
+        stop_marked(str(layout.first_stage.resolve()))
     text = out.read_text(errors="replace")
     stage = DataDir(layout.first_stage)
     assert "first stage at 7x7 (komi around 9) in" in text
@@ -183,3 +184,16 @@ def test_a_stage_cut_short_says_to_continue_on_the_data_dir_given(tmp_path: Path
                               resume_dir=tmp_path / "run"))
     assert f"run stopped. Everything is in {stage.run.data_dir}; `tengen run --data-dir {tmp_path / 'run'}` " \
            "continues it." in run.summary()
+
+
+def test_the_run_proper_summary_counts_its_own_games_not_the_stage(tmp_path: Path) -> None:
+    from tengen.run.local import LocalRun, RunOptions
+
+    config = _config(tmp_path / "run")
+    layout = DataDir(tmp_path / "run")
+    for sgf in (layout.selfplay_sgf / "a.sgf", layout.selfplay_sgf / "b.sgf",
+                DataDir(layout.first_stage).selfplay_sgf / "c.sgf"):
+        sgf.parent.mkdir(parents=True, exist_ok=True)
+        sgf.write_text("(;SZ[9])")
+    run = LocalRun(RunOptions(preset="tiny", config=config, data_dir=layout.root, workers=1))
+    assert f"games (SGF)   2 files under {layout.selfplay_sgf.resolve()}" in run.summary()

@@ -114,7 +114,7 @@ def preset_and_data_dir(prog: str, preset: str, data_dir: Path | None) -> tuple[
 def _run(args: argparse.Namespace) -> int:
     from tengen.loop.layout import DataDir
     from tengen.run.first_stage import hand_over, stage_config, stage_pending
-    from tengen.run.local import LocalRun, RunError, RunOptions
+    from tengen.run.local import LocalRun, RunError, RunOptions, data_dir_lock
 
     if args.arch is not None:
         from tengen.nn.model import ARCHITECTURES
@@ -165,19 +165,22 @@ def _run(args: argparse.Namespace) -> int:
                 raise RunError(f"the first stage: {exc}") from None
             stage.selfplay.workers = workers
             begun = time.monotonic()
-            code, done = _first_stage(options, stage, stop)
-            if not done:
-                return code
-            try:
-                export, placed = hand_over(config, stage)
-            except ValueError as exc:
-                raise RunError(str(exc)) from None
+            with data_dir_lock(data_dir):  # no other `tengen run` starts the run proper meanwhile
+                code, done = _first_stage(options, stage, stop)
+                if not done:
+                    return code
+                try:
+                    export, placed = hand_over(config, stage)
+                except ValueError as exc:
+                    raise RunError(str(exc)) from None
             print(f"tengen run: first stage done; the run starts at {_boards(config)} from {export} "
                   f"({placed['init_from']['samples_seen']:,} samples on {_boards(stage)})", flush=True)
             if options.duration_s is not None:
                 options.duration_s -= time.monotonic() - begun
-                if options.duration_s <= 0:
-                    return 0
+            if stop.is_set() or (options.duration_s is not None and options.duration_s <= 0):
+                print(f"tengen run: stopped before the run proper; `tengen run --data-dir {data_dir}` starts it",
+                      flush=True)
+                return 0
         return LocalRun(options).run(stop)
     except RunError as exc:
         print(f"tengen run: {exc}", file=sys.stderr)
@@ -207,7 +210,7 @@ def _first_stage(options: RunOptions, stage: Config, stop: threading.Event) -> t
                                        env=stage_env(options.config), until_samples=goal,
                                        resume_dir=options.data_dir))
     code = run.run(stop)
-    return code, code == 0 and run.samples_reached and not stop.is_set()
+    return code, code == 0 and run.samples_reached  # a signal while the finished stage stops: still done
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

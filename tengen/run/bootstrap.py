@@ -102,9 +102,10 @@ def place_init_model(config: Config, export: Path) -> dict:
     target = data_dir.init_model
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp")
-    shutil.copyfile(export, tmp)
-    os.replace(tmp, target)
+    # The sidecar first: the net in place is what says the data dir holds a run (first_stage).
     tmp_side = sidecar_path(tmp)
     tmp_side.write_text(json.dumps(sidecar, indent=2) + "\n")
     os.replace(tmp_side, sidecar_path(target))
+    shutil.copyfile(export, tmp)
+    os.replace(tmp, target)
     return sidecar

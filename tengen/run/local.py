@@ -126,7 +126,8 @@ class LocalRun:
     def run(self, stop: threading.Event) -> int:
         self.logs.mkdir(parents=True, exist_ok=True)
         with data_dir_lock(self.data_dir):
-            found = stop_marked(str(self.data_dir))
+            # A killed run's children, and a killed first stage's (its own data dir, marked as such).
+            found = stop_marked(str(self.data_dir)) + stop_marked(str(self.layout.first_stage))
             if found:
                 self._say(f"stopped {len(found)} processes left running by an earlier run on {self.data_dir} "
                           "that was killed")
@@ -321,7 +322,7 @@ class LocalRun:
     def summary(self) -> str:
         """Where a run's results are and how to look at them (printed at the end)."""
         d, layout = self.data_dir, self.layout
-        sgfs = [p.parent for p in d.glob("**/*.sgf")]
+        sgfs = [p.parent for p in d.glob("**/*.sgf") if layout.first_stage not in p.parents]  # the stage's own
         sgf = (f"{len(sgfs)} files under {os.path.commonpath(sgfs)}   (tengen sgf check|score FILE)" if sgfs
                else "none written yet")
         return "\n".join([
