@@ -109,6 +109,15 @@ def test_a_stage_without_a_version_is_an_error(tmp_path: Path) -> None:
         hand_over(config, stage_config("tiny", config))
 
 
+def test_a_stage_net_the_run_cannot_train_is_named_as_the_stage(tmp_path: Path) -> None:
+    config = _config(tmp_path / "run", TENGEN_TRAINER__ARCH="b4c48")  # the run proper trains b4c48
+    stage = stage_config("tiny", config)  # the stage, read without that override, trains b2c32
+    ensure_model(ModelRepository(DataDir(stage.run.data_dir).models), stage)
+    with pytest.raises(ValueError, match="the first stage's newest net .* is a b2c32 net but the preset trains b4c48"):
+        hand_over(config, stage)
+    assert not holds_a_run(config)
+
+
 def _sizes(sgf_dir: Path) -> set[str]:
     return {m.group(1) for p in sgf_dir.glob("**/*.sgf") if (m := re.search(r"SZ\[(\d+)\]", p.read_text()))}
 

@@ -77,10 +77,11 @@ def held_run(config: Config) -> str | None:
     return None
 
 
-def place_init_model(config: Config, export: Path) -> dict:
+def place_init_model(config: Config, export: Path, source: str = "--init-model") -> dict:
     """Copy `export` (a TorchScript export with its sidecar) to the data dir's init model, the
     start of a new run (version 1 and the trainer's first weights); returns its sidecar. Raises
-    ValueError when the data dir already has a run, or the export is not one the preset trains."""
+    ValueError when the data dir already has a run, or the export is not one the preset trains
+    (naming the export as `source`)."""
     from tengen.nn.export import load_export, sidecar_path
 
     data_dir = DataDir(config.run.data_dir)
@@ -91,10 +92,10 @@ def place_init_model(config: Config, export: Path) -> dict:
     try:
         _, metadata = load_export(export)
     except (OSError, ValueError, RuntimeError) as error:
-        raise ValueError(f"--init-model {export}: {error}") from None
+        raise ValueError(f"{source} {export}: {error}") from None
     arch = metadata.get("architecture", {}).get("name")
     if arch != config.trainer.arch:
-        raise ValueError(f"--init-model {export} is a {arch} net but the preset trains {config.trainer.arch} "
+        raise ValueError(f"{source} {export} is a {arch} net but the preset trains {config.trainer.arch} "
                          f"(set TENGEN_TRAINER__ARCH={arch} to train it)")
     # This run counts its own samples from 0 (its window starts empty); the net's past is kept aside.
     sidecar = {**metadata, "samples_seen": 0,

@@ -70,4 +70,4 @@ def hand_over(config: Config, stage: Config) -> tuple[Path, dict]:
     """Start the run proper from the stage's newest promoted net; returns that export and the
     init model's sidecar."""
     export = newest_promoted(stage)
-    return export, place_init_model(config, export)
+    return export, place_init_model(config, export, source="the first stage's newest net")
