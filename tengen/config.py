@@ -40,13 +40,6 @@ class ConfigError(ValueError):
 class RunConfig:
     data_dir: str = "./tengen-data"  # everything a run writes lives under here
     model_name: str = "tengen"  # Triton model name served to selfplay
-    # A new `tengen run`'s first stage on a smaller board (KataGo §4.3, §7.2: what a small board
-    # teaches carries to a bigger one): the whole loop at this side in a data dir of its own until its
-    # trainer has trained first_stage_samples, then the run starts from the stage's newest promoted
-    # net at game.board_sizes. 0: no first stage.
-    first_stage_board_size: int = 0
-    first_stage_komi_mean: float = 9.0  # the stage's game.komi_mean (7x7 is a draw at 9)
-    first_stage_samples: int = 300_000  # the stage's length: samples its trainer has trained
 
 
 @dataclass
@@ -58,6 +51,34 @@ class GameConfig:
     wide_komi_prob: float = 0.05
     handicap_prob: float = 0.05
     max_moves_factor: float = 3.0  # a game is cut off after factor x area moves
+    # The board-size curriculum (KataGo §4.3, §7.2: what a small board teaches carries to a bigger
+    # one): while the net that plays has trained fewer than first_board_samples, self-play and gating
+    # play first_board_size at komi around first_board_komi_mean instead of board_sizes. Every
+    # service reads it the same way (boards_at), keyed on the samples a version was trained on, which
+    # its sidecar and its announcement on tengen.models carry. 0: no curriculum.
+    first_board_size: int = 0
+    first_board_komi_mean: float = 9.0  # 7x7 is a draw at about 9
+    first_board_samples: int = 300_000  # the first board until the playing net has trained this many samples
+
+    def boards_at(self, samples: int | None) -> "Boards":
+        """The boards a net trained on `samples` plays. None (a version whose samples are unknown:
+        announced by a tengen before the curriculum) plays board_sizes."""
+        if self.first_board_size and samples is not None and samples < self.first_board_samples:
+            return Boards((self.first_board_size,), (1.0,), self.first_board_komi_mean)
+        return Boards(tuple(self.board_sizes), tuple(self.board_size_weights), self.komi_mean)
+
+
+@dataclass(frozen=True)
+class Boards:
+    """The boards of one step of the curriculum: sizes with their weights, and the komi mean."""
+
+    sizes: tuple[int, ...]
+    weights: tuple[float, ...]
+    komi_mean: float
+
+    def describe(self) -> str:
+        """E.g. '7x7' or '9x9, 13x13'."""
+        return ", ".join(f"{s}x{s}" for s in self.sizes)
 
 
 @dataclass
@@ -416,10 +437,9 @@ def validate(config: Config) -> None:
 
     game, search, trainer, gating = config.game, config.search, config.trainer, config.gating
     check(bool(game.board_sizes), "game.board_sizes must not be empty")
-    stage = config.run.first_stage_board_size
-    check(stage == 0 or 7 <= stage < min(game.board_sizes or [0]),
-          "run.first_stage_board_size must be 0 (none), or at least 7 and below every game.board_sizes")
-    check(config.run.first_stage_samples > 0, "run.first_stage_samples must be > 0")
+    check(game.first_board_size == 0 or 7 <= game.first_board_size < min(game.board_sizes or [0]),
+          "game.first_board_size must be 0 (none), or at least 7 and below every game.board_sizes")
+    check(game.first_board_samples > 0, "game.first_board_samples must be > 0")
     check(all(7 <= s <= 19 for s in game.board_sizes), "game.board_sizes must be within 7..19")
     check(len(game.board_size_weights) == len(game.board_sizes),
           "game.board_size_weights must have one weight per board size")

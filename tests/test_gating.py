@@ -345,7 +345,7 @@ class Setup:
         self.repo.write_version(self.model, _random_export(tmp_path / "v1.pt", seed=1))
         load_model(self.url, self.model)
         self.producer = ReliableProducer(bootstrap, client_id="test-gating")
-        announce_model(self.producer, self.model, 1)
+        announce_model(self.producer, self.model, 1, samples=0)
         self.decisions = DecisionLog(self.data_dir)
 
     def offer(self, export: Path, samples: int, topic: str | None = None) -> str:
@@ -481,7 +481,7 @@ def test_crash_after_the_promotion_write_finishes_it_without_a_second_version(
         match.add(_result(index, "B" if index % 2 == 0 else "W"))
     assert setup.repo.write_version(setup.model, export) == 2  # written, not recorded
     if announced:
-        announce_model(setup.producer, setup.model, 2)
+        announce_model(setup.producer, setup.model, 2, samples=0)
     running = Running(GatingService(setup.config, topic=setup.topic))
     try:
         setup.offer(export, 9000)

@@ -172,11 +172,11 @@ def test_latest_model_version_and_watcher(kafka_broker) -> None:
     model, other = _name("net"), _name("other")
     assert latest_model_version(kafka_broker.bootstrap, model) is None
     with ReliableProducer(kafka_broker.bootstrap) as producer:
-        announce_model(producer, model, 1)
-        announce_model(producer, other, 5)
-        announce_model(producer, model, 2)
+        announce_model(producer, model, 1, samples=None)
+        announce_model(producer, other, 5, samples=None)
+        announce_model(producer, model, 2, samples=None)
         with pytest.raises(ValueError):
-            announce_model(producer, model, 0)
+            announce_model(producer, model, 0, samples=None)
         # A worker that starts now learns version 2 first, then follows new announcements.
         seen: list[int] = []
         changed = threading.Event()
@@ -193,7 +193,7 @@ def test_latest_model_version_and_watcher(kafka_broker) -> None:
             while watcher.current(model) != 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert watcher.current(model) == 2
-            announce_model(producer, model, 3)
+            announce_model(producer, model, 3, samples=None)
             assert changed.wait(15)
             assert watcher.current(model) == 3
             assert watcher.current(other) == 5
@@ -217,7 +217,7 @@ def test_model_watcher_follows_a_restarted_broker(tmp_path) -> None:
         ensure_loop_topics(broker.bootstrap)
         with ReliableProducer(broker.bootstrap) as producer:
             for version in (1, 2, 3):
-                announce_model(producer, model, version)
+                announce_model(producer, model, version, samples=None)
         watcher = ModelWatcher(broker.bootstrap, on_change=lambda ann: seen.append(ann.version))
         _wait_for(lambda: watcher.current(model) == 3, 30)
 
@@ -225,12 +225,12 @@ def test_model_watcher_follows_a_restarted_broker(tmp_path) -> None:
         broker.start()  # same port, empty log
         ensure_loop_topics(broker.bootstrap)
         with ReliableProducer(broker.bootstrap) as producer:
-            announce_model(producer, model, 4)  # offset 0 of the new log; the watcher was at 3
+            announce_model(producer, model, 4, samples=None)  # offset 0 of the new log; the watcher was at 3
         _wait_for(lambda: watcher.current(model) == 4, 60)
 
         # Reading again from the start never goes back to an older version.
         with ReliableProducer(broker.bootstrap) as producer:
-            announce_model(producer, model, 2)  # a stale announcement
+            announce_model(producer, model, 2, samples=None)  # a stale announcement
         watcher.reread()
         time.sleep(3)
         assert watcher.current(model) == 4

@@ -335,14 +335,14 @@ def test_selfplay_worker_end_to_end(broker: LocalBroker, tmp_path: Path) -> None
         # Nothing announced yet: the worker says so and waits.
         wait(lambda: "announced" in _get(f"{main_worker.base}/healthz"), 60, "the wait for an announcement")
         assert not reader.values
-        announce_model(producer, model, 1)
+        announce_model(producer, model, 1, samples=0)
         wait(lambda: len(games(1)) >= 3, 240, "games of version 1")
         # A second worker beside it stops by itself after its 3 games.
         assert second.proc.wait(timeout=120) == 0, second.log()[-3000:]
 
         # Hot swap: version 2 is loaded beside 1, then announced.
         assert load_new_version(repo, server.grpc_url, model, _export(tmp_path / "v2.pt", 2)) == 2
-        announce_model(producer, model, 2)
+        announce_model(producer, model, 2, samples=0)
         wait(lambda: main_worker.metric("tengen_selfplay_model_version") == 2, 60, "the switch")
         switched = time.time()
         wait(lambda: len(games(2, since=switched + 5)) >= 2, 240, "games of version 2")

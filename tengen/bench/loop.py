@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> dict:
             ensure_loop_topics(broker.bootstrap)
             producer = ReliableProducer(broker.bootstrap, client_id="tengen-bench-loop")
             try:
-                announce_model(producer, name, 1)
+                announce_model(producer, name, 1, samples=None)  # unknown: the preset's final boards
             finally:
                 producer.close(timeout_s=5.0)
             triton.start(timeout_s=300.0)

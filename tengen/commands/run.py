@@ -20,10 +20,9 @@ Ctrl-C, SIGTERM or the end of --duration stops everything cleanly: selfplay and 
 then the trainer (it checkpoints), ratings, Triton, the broker; then it prints where the SGFs,
 TensorBoard logs, models and ratings are. Everything lives in the data dir, so running again with
 the same --data-dir continues the run (window, checkpoints, model versions, ratings).
-A preset with run.first_stage_board_size (e.g. 7) starts a new data dir with a first stage at that
-smaller board, in <data-dir>/first-stage (a data dir of its own), until its trainer has trained
-run.first_stage_samples; the run then starts at the preset's board from the stage's newest promoted
-net (tengen/run/first_stage.py). --duration counts both.
+A preset with a board-size curriculum (game.first_board_size, e.g. 7) plays that smaller board
+until the served net has trained game.first_board_samples, then the preset's boards: the services
+follow it themselves, as they do under docker compose and Kubernetes.
 --init-model starts a new data dir from an existing net instead of a random one (a warm start);
 --arch moves a run to another (bigger) net: the new net trains on the run's window before it
 plays for promotion against the served one. While it
@@ -38,14 +37,12 @@ net to beating GNU Go level 10 in most games (docs/results.md).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import os
 import re
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -54,7 +51,6 @@ from tengen.infra.entrypoint import add_preset_argument, positive_float, positiv
 
 if TYPE_CHECKING:
     from tengen.config import Config
-    from tengen.run.local import RunOptions
 
 DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -113,8 +109,8 @@ def preset_and_data_dir(prog: str, preset: str, data_dir: Path | None) -> tuple[
 
 def _run(args: argparse.Namespace) -> int:
     from tengen.loop.layout import DataDir
-    from tengen.run.first_stage import hand_over, stage_config, stage_pending
-    from tengen.run.local import LocalRun, RunError, RunOptions, data_dir_lock
+    from tengen.run.bootstrap import held_run
+    from tengen.run.local import LocalRun, RunError, RunOptions
 
     if args.arch is not None:
         from tengen.nn.model import ARCHITECTURES
@@ -127,6 +123,16 @@ def _run(args: argparse.Namespace) -> int:
     if found is None:
         return 2
     config, preset, data_dir = found
+    stage = DataDir(data_dir).first_stage
+    if stage.is_dir():
+        if held_run(config) is None and args.init_model is None:
+            print(f"tengen run: {data_dir} holds only the unfinished first stage of an earlier tengen ({stage}), "
+                  "which this one no longer plays (its curriculum is part of the loop now): remove that folder "
+                  "to start afresh, or go on from its net with --init-model "
+                  f"{stage}/models/{config.run.model_name}/<newest N>/model.pt", file=sys.stderr)
+            return 2
+        print(f"tengen run: {stage} is an earlier tengen's first stage, never read now; remove it to free its disk",
+              flush=True)
     if args.init_model is not None:
         from tengen.run.bootstrap import place_init_model
 
@@ -157,30 +163,12 @@ def _run(args: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     print(f"tengen run: preset {config.preset}, data dir {data_dir}, {workers} selfplay worker(s)"
           + (f", for {args.duration:.0f} s" if args.duration else ", until Ctrl-C"), flush=True)
+    if config.game.first_board_size:
+        first = config.game.boards_at(0)
+        print(f"tengen run: the curriculum plays {first.describe()} (komi around {first.komi_mean:g}) until the "
+              f"served net has trained {config.game.first_board_samples:,} samples, then "
+              f"{config.game.boards_at(None).describe()}", flush=True)
     try:
-        if stage_pending(config):
-            try:
-                stage = stage_config(preset, config)
-            except ValueError as exc:  # the preset with the stage's overrides is invalid
-                raise RunError(f"the first stage: {exc}") from None
-            stage.selfplay.workers = workers
-            begun = time.monotonic()
-            with data_dir_lock(data_dir):  # no other `tengen run` starts the run proper meanwhile
-                code, done = _first_stage(options, stage, stop)
-                if not done:
-                    return code
-                try:
-                    export, placed = hand_over(config, stage)
-                except ValueError as exc:
-                    raise RunError(str(exc)) from None
-            print(f"tengen run: first stage done; the run starts at {_boards(config)} from {export} "
-                  f"({placed['init_from']['samples_seen']:,} samples on {_boards(stage)})", flush=True)
-            if options.duration_s is not None:
-                options.duration_s -= time.monotonic() - begun
-            if stop.is_set() or (options.duration_s is not None and options.duration_s <= 0):
-                print(f"tengen run: stopped before the run proper; `tengen run --data-dir {data_dir}` starts it",
-                      flush=True)
-                return 0
         return LocalRun(options).run(stop)
     except RunError as exc:
         print(f"tengen run: {exc}", file=sys.stderr)
@@ -190,27 +178,6 @@ def _run(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
         logging.getLogger().removeHandler(log_file)
         log_file.close()
-
-
-def _boards(config: Config) -> str:
-    return ", ".join(f"{s}x{s}" for s in config.game.board_sizes)
-
-
-def _first_stage(options: RunOptions, stage: Config, stop: threading.Event) -> tuple[int, bool]:
-    """Run the loop at the first stage's board until its trainer has trained the stage's samples:
-    the exit code and whether the stage is done (not stopped first by a signal, the duration or a
-    failure)."""
-    from tengen.run.first_stage import stage_env
-    from tengen.run.local import LocalRun
-
-    goal = options.config.run.first_stage_samples
-    print(f"tengen run: first stage at {_boards(stage)} (komi around {stage.game.komi_mean:g}) in "
-          f"{stage.run.data_dir} until its trainer has trained {goal:,} samples", flush=True)
-    run = LocalRun(dataclasses.replace(options, config=stage, data_dir=Path(stage.run.data_dir),
-                                       env=stage_env(options.config), until_samples=goal,
-                                       resume_dir=options.data_dir))
-    code = run.run(stop)
-    return code, code == 0 and run.samples_reached  # a signal while the finished stage stops: still done
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -59,8 +59,6 @@ def _run(args: argparse.Namespace) -> int:
     layout = DataDir(data_dir)
     if not data_dir.is_dir():
         raise CommandError(f"no data dir at {data_dir} (give the run's --data-dir)")
-    if not run_state(data_dir) and run_state(layout.first_stage):  # a new run in its first stage
-        data_dir, layout = layout.first_stage, DataDir(layout.first_stage)
     preset, started = _started(layout.run_records)
     state = run_state(data_dir)
     running = bool(state) and _alive(state.get("pid"))

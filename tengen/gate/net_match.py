@@ -52,9 +52,12 @@ class NetMatchSettings:
     resign_turns: int = 5
 
     @classmethod
-    def from_config(cls, config: Config) -> "NetMatchSettings":
+    def from_config(cls, config: Config, samples: int | None = None) -> "NetMatchSettings":
+        """The preset's match settings for a candidate trained on `samples`: the boards it would
+        play once served (GameConfig.boards_at; None: the final boards)."""
         game, gating = config.game, config.gating
-        return cls(board_sizes=list(game.board_sizes), board_size_weights=list(game.board_size_weights),
+        boards = game.boards_at(samples)
+        return cls(board_sizes=list(boards.sizes), board_size_weights=list(boards.weights),
                    komi=gating.komi, visits=gating.visits, temperature_start=gating.temperature,
                    temperature_end=min(config.search.temperature_end, gating.temperature),
                    max_moves_factor=game.max_moves_factor)

@@ -124,7 +124,6 @@ class GatingService:
         self.url = config.triton.url
         self.served = ModelServer(self.repository, self.url, self.model, TRITON_TIMEOUT_S)
         self.candidate_server = ModelServer(self.repository, self.url, self.candidate_model, TRITON_TIMEOUT_S)
-        self.settings = NetMatchSettings.from_config(config)
         self.decisions = DecisionLog(self.data_dir)
         self.http_port = http_port
         self.group_id = group_id
@@ -345,12 +344,15 @@ class GatingService:
         remaining = [i for i in range(gating.games) if i not in match.results]
         parallel = max(2, min(self.config.selfplay.games_in_parallel, len(remaining)))
         self._set_state(f"{ann.name} (cand v{candidate_version}) vs {self.model} v{opponent}: "
-                        f"{len(remaining)} of {gating.games} games to play, {parallel} at a time")
+                        f"{len(remaining)} of {gating.games} games to play on "
+                        f"{self.config.game.boards_at(ann.samples).describe()}, {parallel} at a time")
         evaluators = [TritonEvaluator(self.url, self.candidate_model, candidate_version,
                                       retry_deadline_s=EVAL_RETRY_S, stop=stop),
                       TritonEvaluator(self.url, self.model, opponent, retry_deadline_s=EVAL_RETRY_S, stop=stop)]
         seed = zlib.crc32(ann.name.encode())  # the same games when a match resumes
-        runner = MatchRunner(evaluators, self.settings, self.config.search, games_in_parallel=parallel, seed=seed)
+        # The boards the candidate would play once served (the curriculum), the same at every resume.
+        settings = NetMatchSettings.from_config(self.config, ann.samples)
+        runner = MatchRunner(evaluators, settings, self.config.search, games_in_parallel=parallel, seed=seed)
         self.metrics.playing.set(1)
         try:
             with contextlib.closing(runner.play(remaining, stop=stop)) as results:

@@ -17,8 +17,8 @@
   ratings.sqlite, ratings.token       the ratings store without Postgres, and its write token
   logs/, run.json, run.lock           `tengen run`'s logs, state and lock
   runs.jsonl                          what made the data dir: one line per `tengen run` (tengen.run.record)
-  first-stage/                        a data dir of this tree: the run's small-board first stage
-                                      (run.first_stage_board_size, tengen.run.first_stage)
+  first-stage/                        left by a tengen before the curriculum moved into the loop:
+                                      its launcher's small-board first stage (never read now)
 ```
 The ratings service's "games dir" is a data dir too (or the part of one it mounts): it reads the
 self-play SGFs and gating's files at these same places.
@@ -103,7 +103,8 @@ class DataDir:
 
     @property
     def first_stage(self) -> Path:
-        """The data dir of the run's first stage on a smaller board (tengen.run.first_stage)."""
+        """Where a tengen before the curriculum moved into the loop (game.first_board_*) played its
+        launcher's first stage, a data dir of its own; `tengen run` says what to do with one."""
         return self.root / "first-stage"
 
     @property

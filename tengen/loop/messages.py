@@ -6,7 +6,9 @@ Topics:
   TRAINER_GROUP reads it, and self-play keeps each game until that group has committed it.
 - `tengen.games.dlq`: records a consumer rejected, same key and value, the reason in a header.
 - `tengen.models`: compacted control topic, key = Triton model name, value = ModelAnnouncement of
-  the version that serves now; a worker that starts later reads the latest value per key.
+  the version that serves now and the training samples it has seen (which pick the boards of the
+  curriculum, GameConfig.boards_at); a worker that starts later reads the latest value per key:
+    {"model": "tengen", "version": 12, "samples": 480000, "announced_at": 1.7e9}
 - `tengen.candidates`: CandidateAnnouncement of each candidate export, from the trainer to gating.
   A candidate is a TorchScript export (tengen.nn.export, with its JSON sidecar) written atomically
   at tengen.loop.layout's `candidates/<name>.pt` before it is announced:
@@ -134,24 +136,33 @@ class ModelAnnouncement:
     model: str
     version: int
     announced_at: float = field(default=0.0, compare=False)
+    # Training samples the version has seen; None in an announcement of a tengen from before the
+    # curriculum (it plays the final boards).
+    samples: int | None = field(default=None, compare=False)
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"model": self.model, "version": self.version, "announced_at": self.announced_at}).encode()
+        return json.dumps({"model": self.model, "version": self.version, "samples": self.samples,
+                           "announced_at": self.announced_at}).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "ModelAnnouncement":
         try:
             obj = json.loads(data)
-            return cls(str(obj["model"]), int(obj["version"]), float(obj.get("announced_at", 0.0)))
-        except (ValueError, KeyError, TypeError) as exc:
+            samples = obj.get("samples")
+            if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 0):
+                raise ValueError(f"samples must be an integer >= 0, got {samples!r}")
+            return cls(str(obj["model"]), int(obj["version"]), float(obj.get("announced_at", 0.0)), samples)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise KafkaAdapterError(f"malformed model announcement {data[:200]!r}: {exc}") from exc
 
 
-def announce_model(producer: ReliableProducer, model: str, version: int, timeout_s: float = 30.0) -> ModelAnnouncement:
-    """Announce that `version` of `model` serves now; returns once the broker acknowledged it."""
-    if not model or version < 1:
-        raise ValueError(f"bad model announcement: model={model!r} version={version}")
-    ann = ModelAnnouncement(model, version, time.time())
+def announce_model(producer: ReliableProducer, model: str, version: int, *, samples: int | None,
+                   timeout_s: float = 30.0) -> ModelAnnouncement:
+    """Announce that `version` of `model`, trained on `samples` (its sidecar's samples_seen; None
+    where the export does not say), serves now; returns once the broker acknowledged it."""
+    if not model or version < 1 or (samples is not None and samples < 0):
+        raise ValueError(f"bad model announcement: model={model!r} version={version} samples={samples}")
+    ann = ModelAnnouncement(model, version, time.time(), samples)
     producer.send(MODELS_TOPIC, model, ann.to_bytes())
     if not producer.flush(timeout_s):
         raise KafkaAdapterError(f"announcement of {model} v{version} not acknowledged within {timeout_s:.0f} s")
@@ -222,9 +233,13 @@ class ModelWatcher:
         self._reread.set()
 
     def current(self, model: str) -> int | None:
-        with self._lock:
-            ann = self._latest.get(model)
+        ann = self.announcement(model)
         return ann.version if ann is not None else None
+
+    def announcement(self, model: str) -> ModelAnnouncement | None:
+        """The latest announcement of `model`, or None."""
+        with self._lock:
+            return self._latest.get(model)
 
     def _apply(self, rec: ConsumerRecord) -> None:
         if rec.value is None or rec.key is None:

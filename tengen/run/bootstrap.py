@@ -103,7 +103,7 @@ def place_init_model(config: Config, export: Path, source: str = "--init-model")
     target = data_dir.init_model
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp")
-    # The sidecar first: the net in place is what says the data dir holds a run (first_stage).
+    # The sidecar first: the net in place is what says the data dir holds a run (held_run).
     tmp_side = sidecar_path(tmp)
     tmp_side.write_text(json.dumps(sidecar, indent=2) + "\n")
     os.replace(tmp_side, sidecar_path(target))

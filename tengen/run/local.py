@@ -84,9 +84,6 @@ class RunOptions:
     duration_s: float | None = None
     status_every_s: float = 5.0
     interactive: bool = False  # redraw the status view in place (a terminal) or print lines
-    env: dict[str, str] = field(default_factory=dict)  # the services' environment over this process's
-    until_samples: int | None = None  # stop once the trainer has trained this many (a first stage)
-    resume_dir: Path | None = None  # the data dir that `tengen run` continues this run on, if not data_dir
 
 
 @contextlib.contextmanager
@@ -120,14 +117,12 @@ class LocalRun:
         self.supervisor: Supervisor | None = None
         self.progress: RunProgress | None = None  # the last status line's figures, for run.json
         self.cpu: CpuLedger | None = None  # each service's CPU seconds, from when all had started
-        self.samples_reached = False  # the run stopped because its trainer reached until_samples
 
     # -- the run --------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> int:
         self.logs.mkdir(parents=True, exist_ok=True)
         with data_dir_lock(self.data_dir):
-            # A killed run's children, and a killed first stage's (its own data dir, marked as such).
-            found = stop_marked(str(self.data_dir)) + stop_marked(str(self.layout.first_stage))
+            found = stop_marked(str(self.data_dir))  # a killed run's children
             if found:
                 self._say(f"stopped {len(found)} processes left running by an earlier run on {self.data_dir} "
                           "that was killed")
@@ -174,11 +169,6 @@ class LocalRun:
                 if now >= next_status:
                     self._show(reader, now - started)
                     next_status = now + opts.status_every_s
-                    trained = self.progress.samples if self.progress else None
-                    if opts.until_samples is not None and trained is not None and trained >= opts.until_samples:
-                        self.samples_reached = True
-                        self._say(f"the trainer has trained {trained:,} samples (of {opts.until_samples:,})")
-                        break
                 stop.wait(0.5)
         except SupervisorError as exc:
             log.error("%s", exc)
@@ -192,8 +182,7 @@ class LocalRun:
             reader.close()
             with contextlib.suppress(OSError):
                 (self.layout.run_state).unlink()
-            if not self.samples_reached:  # a first stage that is done goes on as the run proper
-                self._say(self.summary())
+            self._say(self.summary())
             if self.cpu is not None:
                 log.info("%s", self.cpu.summary())
                 self._say(self.cpu.summary())
@@ -250,7 +239,7 @@ class LocalRun:
         return children, endpoints
 
     def _service_env(self, token: str, ep: Endpoints) -> dict[str, str]:
-        env = {**os.environ, **self.options.env}
+        env = dict(os.environ)
         env.update({
             "TENGEN_DATA_DIR": str(self.data_dir),
             "TENGEN_KAFKA_BOOTSTRAP": ep.kafka,
@@ -268,6 +257,7 @@ class LocalRun:
         workers that start (or reconnect) learn it from the compacted topic."""
         from tengen.infra.kafka import ReliableProducer
         from tengen.loop.messages import announce_model, ensure_loop_topics
+        from tengen.nn.export import export_samples
 
         ensure_loop_topics(bootstrap)
         version = repository.latest_version(self.config.run.model_name)
@@ -275,7 +265,8 @@ class LocalRun:
             return
         producer = ReliableProducer(bootstrap, client_id="tengen-run")
         try:
-            announce_model(producer, self.config.run.model_name, version)
+            model = self.config.run.model_name
+            announce_model(producer, model, version, samples=export_samples(repository.export_path(model, version)))
         finally:
             producer.close(timeout_s=5.0)
 
@@ -322,11 +313,11 @@ class LocalRun:
     def summary(self) -> str:
         """Where a run's results are and how to look at them (printed at the end)."""
         d, layout = self.data_dir, self.layout
-        sgfs = [p.parent for p in d.glob("**/*.sgf") if layout.first_stage not in p.parents]  # the stage's own
+        sgfs = [p.parent for p in d.glob("**/*.sgf")]
         sgf = (f"{len(sgfs)} files under {os.path.commonpath(sgfs)}   (tengen sgf check|score FILE)" if sgfs
                else "none written yet")
         return "\n".join([
-            f"run stopped. Everything is in {d}; `tengen run --data-dir {self.options.resume_dir or d}` continues it.",
+            f"run stopped. Everything is in {d}; `tengen run --data-dir {d}` continues it.",
             f"  games (SGF)   {sgf}",
             f"  TensorBoard   tensorboard --logdir {layout.tensorboard}",
             f"  models        {layout.models}   (tengen models list --data-dir {d})",

@@ -99,11 +99,14 @@ class SelfplaySettings:
     side_branch_continue_prob: float = 0.25  # a branch goes on for another search
 
     @classmethod
-    def from_config(cls, config: Config) -> "SelfplaySettings":
+    def from_config(cls, config: Config, samples: int | None = None) -> "SelfplaySettings":
+        """The preset's settings for games of a net trained on `samples` (the curriculum's boards,
+        GameConfig.boards_at; None: the final boards)."""
         game, search = config.game, config.search
+        boards = game.boards_at(samples)
         return cls(
-            board_sizes=list(game.board_sizes), board_size_weights=list(game.board_size_weights),
-            komi_mean=game.komi_mean, komi_stdev=game.komi_stdev, wide_komi_prob=game.wide_komi_prob,
+            board_sizes=list(boards.sizes), board_size_weights=list(boards.weights),
+            komi_mean=boards.komi_mean, komi_stdev=game.komi_stdev, wide_komi_prob=game.wide_komi_prob,
             handicap_prob=game.handicap_prob, max_moves_factor=game.max_moves_factor,
             full_visits=search.full_visits, fast_visits=search.fast_visits,
             full_search_prob=search.full_search_prob, temperature_start=search.temperature_start,

@@ -324,11 +324,13 @@ class SelfplayRunner(BatchedRunner):
         )
 
     @classmethod
-    def from_config(cls, config: Config, evaluator: Evaluator, **kwargs: Any) -> "SelfplayRunner":
+    def from_config(cls, config: Config, evaluator: Evaluator, samples: int | None = None,
+                    **kwargs: Any) -> "SelfplayRunner":
+        """A runner of the preset's games for a net trained on `samples` (SelfplaySettings.from_config)."""
         kwargs.setdefault("games_in_parallel", config.selfplay.games_in_parallel)
         kwargs.setdefault("leaves_per_game", config.selfplay.leaves_per_game)
         kwargs.setdefault("model_name", config.run.model_name)
-        return cls(evaluator, SelfplaySettings.from_config(config), config.search, **kwargs)
+        return cls(evaluator, SelfplaySettings.from_config(config, samples), config.search, **kwargs)
 
     def _new_game(self, slot: Slot, index: int) -> tuple[SelfPlayGame, GameSteps]:
         game_id = f"{self.id_prefix}-{index}" if self.id_prefix else None

@@ -12,6 +12,11 @@ on the old version, which Triton keeps loaded (`latest {num_versions: 2}`), so n
 Each game is tagged by the runner with the newest version that evaluated any of its positions; the
 NN cache is cleared at the next finished game so old evaluations are not reused.
 
+The curriculum: the boards a game is played on are the ones the announced version's training
+samples call for (GameConfig.boards_at). When an announcement moves them on (7x7 to 9x9 in the cpu
+preset), the runner stops at its next finished game, its games in progress are dropped, and a new
+runner plays the new boards.
+
 Triton down: the evaluator retries with backoff for EVAL_RETRY_S and the games wait. A longer
 outage, or a version Triton does not serve, ends the runner with a TritonError: its games in
 progress are dropped (never published half-done; the runner backs up nothing it did not get), the
@@ -58,7 +63,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from tengen.config import Config
+from tengen.config import Boards, Config
 from tengen.data.record_sgf import write_record_sgf
 from tengen.infra.health import HealthServer
 from tengen.infra.kafka import Backoff, BufferFullError, ReliableProducer
@@ -149,6 +154,8 @@ class Metrics:
                                 registry=r)
         self.model_version = Gauge("tengen_selfplay_model_version", "Model version requested from Triton",
                                    registry=r)
+        self.board_size = Gauge("tengen_selfplay_board_size",
+                                "Largest board of the games started now (the curriculum's boards)", registry=r)
         self.games_per_s = Gauge("tengen_selfplay_games_per_second", "Games/s over the last interval",
                                  registry=r)
         self.positions_per_s = Gauge("tengen_selfplay_positions_per_second", "Positions/s over the last interval",
@@ -186,6 +193,7 @@ class SelfplayService:
         # (moves, evaluations, batches) of the runners that have ended (each runner counts from 0)
         self._ended = (0, 0, 0)
         self.version = 0  # the model version requested from Triton (0 before the first)
+        self.boards: Boards | None = None  # what the runner plays (the curriculum's boards)
         self._sample = np.random.default_rng(self.seed)
         self._lock = threading.Lock()
         self._evaluator: TritonEvaluator | None = None
@@ -266,9 +274,12 @@ class SelfplayService:
             if evaluator is None:
                 return
             remaining = None if self.games_wanted is None else self.games_wanted - self.games_done
-            runner = SelfplayRunner.from_config(self.config, evaluator, seed=self.seed + segment,
+            samples = self._served_samples(watcher)
+            boards = self.config.game.boards_at(samples)
+            runner = SelfplayRunner.from_config(self.config, evaluator, samples, seed=self.seed + segment,
                                                 id_prefix=f"{self.run_id}-{segment}",
                                                 model_version=evaluator.version or 0)
+            self._set_boards(boards, samples)
             segment += 1
             with self._lock:
                 self._runner = runner
@@ -283,6 +294,8 @@ class SelfplayService:
                         runner.cache.clear()
                         cache_version = runner.model_version = evaluator.version or 0
                     self._finish_game(record, producer, stop)
+                    if self.config.game.boards_at(self._served_samples(watcher)) != boards:
+                        break  # the curriculum's next boards: a new runner plays them (games in progress dropped)
                 backoff.reset()
             except TritonError as exc:  # also UnknownModelError: a version Triton does not serve
                 if not stop.is_set():  # (when stopping, the evaluator gave up on purpose)
@@ -378,6 +391,18 @@ class SelfplayService:
     def _set_version(self, version: int) -> None:
         self.version = version
         self.metrics.model_version.set(version)
+
+    def _served_samples(self, watcher: ModelWatcher) -> int | None:
+        """The training samples of the announced version (None: not said), which pick the boards."""
+        announcement = watcher.announcement(self.model)
+        return announcement.samples if announcement is not None else None
+
+    def _set_boards(self, boards: Boards, samples: int | None) -> None:
+        if boards != self.boards:
+            log.info("selfplay: playing %s (komi around %g): the served net has trained %s samples",
+                     boards.describe(), boards.komi_mean, "an unknown number of" if samples is None else f"{samples:,}")
+            self.boards = boards
+            self.metrics.board_size.set(max(boards.sizes))
 
     # -- finished games -------------------------------------------------------------------------
 

@@ -244,8 +244,9 @@ class TrainerService:
         name = candidate_name(samples)
         path = self.data_dir.candidate(name)
         net = self.learner.candidate()
+        plays = self.config.game.boards_at(samples).sizes  # the boards it plays once served (the curriculum)
         export_model(net, path, samples, extra={"name": name, "swa_snapshots": self.learner.swa.snapshots,
-                                                  "trained_board_sizes": list(self.config.game.board_sizes)})
+                                                  "trained_board_sizes": list(plays)})
         announcement = CandidateAnnouncement(name=name, path=str(path), samples=samples,
                                              arch=self.config.trainer.arch, created=time.time())
         producer.send(CANDIDATES_TOPIC, name, announcement.to_bytes())
