@@ -40,7 +40,7 @@ def test_every_path_of_the_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         d.logs: "logs",
         d.run_state: "run.json",
         d.run_lock: "run.lock",
-        d.run_records: "runs.jsonl",
+        d.run_records: "trainer/runs.jsonl",
         d.first_stage: "first-stage",
     }
     for path, relative in expected.items():

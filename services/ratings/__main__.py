@@ -85,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from sqlalchemy.exc import OperationalError
 
+    from tengen.loop.messages import PROGRESS_TOPIC
+    from tengen.loop.progress import ProgressFollower
     from tengen.ratings.api import RatingsApi
     from tengen.ratings.book import RatingsBook
     from tengen.ratings.server import RatingsServer
@@ -109,12 +111,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     log.info("ratings store: %s", store.engine.url.render_as_string(hide_password=True))
     book = RatingsBook(store, prior_draws=args.prior_draws, anchor=args.anchor)
-    server = RatingsServer(RatingsApi(book, token), args.host, args.grpc_port, args.http_port, games_dir=games)
+    # The run's progress for the page, as the services publish it on the broker.
+    follower = ProgressFollower(config.kafka.bootstrap)
+    log.info("run progress: from %s on %s", PROGRESS_TOPIC, config.kafka.bootstrap)
+    server = RatingsServer(RatingsApi(book, token, follower.current), args.host, args.grpc_port, args.http_port,
+                           games_dir=games)
     log.info("games to watch: self-play SGFs and gating matches under %s (/games)", games.resolve())
     server.start()
     print(f"ratings service ready: grpc={server.grpc_port} http={server.http_port}", flush=True)
     stop.wait()
     server.stop()
+    follower.close()
     store.close()
     log.info("ratings service stopped")
     return 0

@@ -7,6 +7,8 @@
   candidates/candidate-<samples>.pt   the trainer's exports, gating's input (tengen.loop.messages)
   trainer/window/                     the growing window (tengen.train.window)
   trainer/checkpoint.pt               the learner's state
+  trainer/runs.jsonl                  what made the data dir: one line per start of the trainer
+                                      (tengen.loop.record); the first is when the run began
   tensorboard/trainer/                the trainer's TensorBoard events
   sgf/v<N>/<game id>.sgf              self-play games by the version that played them
   selfplay/outbox/<worker>/           each worker's published games not yet committed
@@ -16,7 +18,6 @@
   strength/sgf/v<N>/                  their SGFs
   ratings.sqlite, ratings.token       the ratings store without Postgres, and its write token
   logs/, run.json, run.lock           `tengen run`'s logs, state and lock
-  runs.jsonl                          what made the data dir: one line per `tengen run` (tengen.run.record)
   first-stage/                        left by a tengen before the curriculum moved into the loop:
                                       its launcher's small-board first stage (never read now)
 ```
@@ -182,4 +183,5 @@ class DataDir:
 
     @property
     def run_records(self) -> Path:
-        return self.root / "runs.jsonl"
+        """One line per start of the trainer (tengen.loop.record)."""
+        return self.root / "trainer" / "runs.jsonl"

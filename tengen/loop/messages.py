@@ -9,6 +9,8 @@ Topics:
   the version that serves now and the training samples it has seen (which pick the boards of the
   curriculum, GameConfig.boards_at); a worker that starts later reads the latest value per key:
     {"model": "tengen", "version": 12, "samples": 480000, "announced_at": 1.7e9}
+- `tengen.progress`: compacted, key = a service instance, value = its latest figures
+  (tengen.loop.progress: samples trained, games/s, when the run began, ...).
 - `tengen.candidates`: CandidateAnnouncement of each candidate export, from the trainer to gating.
   A candidate is a TorchScript export (tengen.nn.export, with its JSON sidecar) written atomically
   at tengen.loop.layout's `candidates/<name>.pt` before it is announced:
@@ -49,6 +51,7 @@ GAMES_TOPIC = "tengen.games"
 DLQ_TOPIC = "tengen.games.dlq"
 MODELS_TOPIC = "tengen.models"
 CANDIDATES_TOPIC = "tengen.candidates"
+PROGRESS_TOPIC = "tengen.progress"  # tengen.loop.progress
 # The trainer's consumer group on GAMES_TOPIC: self-play keeps each game until this group has
 # committed it (tengen.infra.outbox).
 TRAINER_GROUP = "tengen-trainer"
@@ -61,6 +64,7 @@ def loop_topics(game_partitions: int = 4) -> list[TopicSpec]:
         TopicSpec(DLQ_TOPIC, 1),
         TopicSpec(MODELS_TOPIC, 1, compacted=True),
         TopicSpec(CANDIDATES_TOPIC, 1),
+        TopicSpec(PROGRESS_TOPIC, 1, compacted=True),
     ]
 
 

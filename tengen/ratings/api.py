@@ -12,6 +12,7 @@ from typing import TypeVar
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from sqlalchemy.exc import OperationalError
 
+from tengen.loop.progress import LoopProgress
 from tengen.ratings.book import History, Leaderboard, PlayerReport, RatingsBook
 from tengen.ratings.curve import PageData, page_data
 from tengen.ratings.records import (
@@ -64,11 +65,14 @@ def bearer_matches(header: str | None, token: str) -> bool:
 
 
 class RatingsApi:
-    def __init__(self, book: RatingsBook, token: str) -> None:
+    def __init__(self, book: RatingsBook, token: str,
+                 progress: Callable[[], LoopProgress | None] = lambda: None) -> None:
+        """`progress`: the run's figures as the services last published them (ProgressFollower)."""
         if not token:
             raise ValueError("the ratings service needs a non-empty write token")
         self.book = book
         self._token = token
+        self._progress = progress
         self.metrics = Metrics(book)
 
     @contextmanager
@@ -135,4 +139,4 @@ class RatingsApi:
 
     def page(self, games_dir: Path | None, prior_draws: float | None = None) -> PageData:
         """What the HTML page and /api/curve show (tengen.ratings.curve)."""
-        return self._read("page", lambda: page_data(self.book, games_dir, prior_draws))
+        return self._read("page", lambda: page_data(self.book, games_dir, prior_draws, self._progress()))

@@ -10,8 +10,9 @@ not have. All of a version's games at one level make one point, each game counte
 idempotent), so a measurement cut short and played again after a restart counts every game.
 
 Beside it: gating's decisions (`gating/decisions.jsonl` of the games dir, which the ratings
-service mounts wherever it shows gating's games), the run's progress (tengen.loop.progress: only
-where `tengen run` writes `run.json` into the same data dir), and the Elo fit on GNU Go's scale
+service mounts wherever it shows gating's games), the run's progress (tengen.loop.progress: what
+the services publish on `tengen.progress`, in every deployment; the run's duration only where
+`tengen run` writes `run.json` into the same data dir), and the Elo fit on GNU Go's scale
 (tengen.ratings.book.held_at_zero: GNU Go's lowest played level unless an anchor is configured).
 
 The Wilson interval lives here too, where ratings can reach it; tengen.gtp.engine_match has its own
@@ -27,7 +28,7 @@ from typing import Any
 from tengen.infra.files import read_lines
 from tengen.loop.layout import DataDir
 from tengen.loop.messages import anchor_level, anchor_name, player_version
-from tengen.loop.progress import RunProgress, read_progress
+from tengen.loop.progress import LoopProgress, read_run_progress
 from tengen.ratings.book import History, Leaderboard, RatingsBook
 from tengen.ratings.store import RatingsStore
 from tengen.stats import wilson_interval
@@ -128,15 +129,19 @@ class PageData:
     history: History
     matches: list[StrengthMatch]
     decisions: list[GatingDecision]
-    progress: RunProgress | None  # None: no run.json in the games dir
+    progress: LoopProgress | None  # None: no service has reported yet (or no broker to read)
+    duration_s: float | None  # the duration `tengen run` was given (run.json); None: until stopped
     origin: datetime | None  # the first stored game: hour 0 of the time axes
     games_dir: bool  # whether there is a games dir (the /games pages, decisions, run.json)
 
 
-def page_data(book: RatingsBook, root: Path | None, prior_draws: float | None = None) -> PageData:
-    """Everything the page shows, read now (`root`: the games dir, None without one)."""
+def page_data(book: RatingsBook, root: Path | None, prior_draws: float | None = None,
+              progress: LoopProgress | None = None) -> PageData:
+    """Everything the page shows, read now (`root`: the games dir, None without one; `progress`:
+    the services' latest figures)."""
+    run = read_run_progress(root) if root is not None else None
     return PageData(
         book.leaderboard(0, prior_draws), book.history(prior_draws), strength_matches(book.store),
-        read_decisions(root) if root is not None else [], read_progress(root) if root is not None else None,
+        read_decisions(root) if root is not None else [], progress, run.duration_s if run is not None else None,
         book.store.first_played_at(), root is not None,
     )

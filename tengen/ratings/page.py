@@ -101,26 +101,37 @@ def rate_points(data: PageData, by_samples: bool) -> list[RatePoint]:
 # -- sections -----------------------------------------------------------------------------------------
 def progress_html(data: PageData, now: float) -> str:
     p = data.progress
+    elapsed = None if p is None else p.elapsed_s(now)
     if p is None:
-        run = ("<p>This ratings service has no <code>run.json</code> in its data dir (compose, Kubernetes, or no "
-               "<code>tengen run</code> up): the run's elapsed time, samples trained and self-play's games/s are "
-               "known only to the run's supervisor and the services' /metrics. What the ratings store knows is "
+        run = ("<p>No service has published the run's progress on <code>tengen.progress</code> yet (or this "
+               "ratings service cannot reach the broker): elapsed time, samples trained and self-play's games/s "
+               "appear here once the trainer and the self-play workers report. What the ratings store knows is "
                "below.</p>")
     else:
         age = max(0.0, now - p.updated)
-        of = f" of {duration(p.duration_s)}" if p.duration_s else ""
-        bar = (f' <progress max="{p.duration_s:.0f}" value="{min(p.elapsed_s, p.duration_s):.0f}"></progress>'
-               if p.duration_s else "")
-        samples = "-" if p.samples is None else f"{p.samples:,}"
-        games = "-" if p.games_played is None else f"{p.games_played:,}"
-        rate = "-" if p.games_per_s is None else f"{p.games_per_s:.2f}"
-        stale = (f' <strong class="stale">These figures are {duration(age)} old: the run has stopped or is not '
-                 "writing them.</strong>" if age > STALE_S else "")
-        run = (f'<p>Run up <span id="elapsed">{duration(p.elapsed_s)}{of}</span>{bar} &middot; '
-               f'<span id="samples">{samples}</span> samples trained &middot; '
-               f'<span id="games">{games}</span> self-play games at <span id="games-per-s">{rate}</span> games/s'
-               f'</p>\n<p class="note">As of {duration(age)} ago, from <code>tengen run</code>\'s status line '
-               f"(run.json).{stale}</p>")
+        total = data.duration_s
+        of = f" of {duration(total)}" if total and elapsed is not None else ""
+        bar = (f' <progress max="{total:.0f}" value="{min(elapsed, total):.0f}"></progress>'
+               if total and elapsed is not None else "")
+
+        def figure(value: float | None, form: str) -> str:
+            return "-" if value is None else format(value, form)
+
+        stale = (f' <strong class="stale">These figures are {duration(age)} old: the run has stopped or its '
+                 "services are not reporting.</strong>" if age > STALE_S else "")
+        playing = "-" if p.version is None else f"v{p.version}" + (f" on {p.boards}" if p.boards else "")
+        began = "-" if p.run_began is None else utc(datetime.fromtimestamp(p.run_began, UTC))
+        run = (f'<p>Run up <span id="elapsed">{"-" if elapsed is None else duration(elapsed)}{of}</span>{bar} '
+               f'&middot; <span id="samples">{figure(p.samples, ",")}</span> samples trained at '
+               f'<span id="samples-per-s">{figure(p.samples_per_s, ".0f")}</span>/s &middot; '
+               f'<span id="games">{figure(p.games, ",")}</span> self-play games at '
+               f'<span id="games-per-s">{figure(p.games_per_s, ".2f")}</span> games/s and '
+               f'<span id="positions-per-s">{figure(p.positions_per_s, ".1f")}</span> positions/s by '
+               f'{p.workers} worker{"" if p.workers == 1 else "s"} &middot; self-play plays '
+               f'<span id="playing">{playing}</span> &middot; last loss {figure(p.loss, ".3f")}</p>\n'
+               f'<p class="note">As of {duration(age)} ago, as the trainer and the self-play workers published '
+               f'them (<code>tengen.progress</code>); the run began {began}'
+               f' UTC on {escape(p.machine or "-")}.{stale}</p>')
     newest = max(((v, r) for r in data.history.points if (v := player_version(r.name)) is not None),
                  default=None, key=lambda vr: vr[0])
     version = "none yet" if newest is None else (
@@ -278,6 +289,6 @@ def page_json(data: PageData, now: float | None = None) -> dict[str, Any]:
         "elo_anchor": data.leaderboard.summary.anchor or None,
         "matches": [match_json(m, data.origin) for m in data.matches],
         "decisions": [asdict(d) for d in data.decisions],
-        "progress": None if data.progress is None else data.progress.to_json(),
+        "progress": None if data.progress is None else {**data.progress.to_json(now), "duration_s": data.duration_s},
         "html": sections(data, now),
     }

@@ -32,7 +32,7 @@ from typing import Iterator, TextIO
 
 from tengen.config import Config
 from tengen.infra.broker import LocalBroker
-from tengen.infra.machine import describe
+from tengen.infra.machine import describe, machine_facts
 from tengen.infra.process import marking_descendants, stop_marked
 from tengen.infra.triton.repository import ModelRepository
 from tengen.infra.triton.server import LocalTriton
@@ -42,7 +42,6 @@ from tengen.ratings.config import load_or_create_token
 from tengen.run.bootstrap import ensure_model
 from tengen.run.cpu import CpuLedger
 from tengen.run.ports import PortPicker
-from tengen.run.record import append_run_record, run_record
 from tengen.run.status import StatusReader, render_line, render_screen
 from tengen.run.supervisor import Child, ServerChild, ServiceProcess, Supervisor, SupervisorError
 
@@ -132,10 +131,8 @@ class LocalRun:
     def _run_locked(self, stop: threading.Event) -> int:
         opts = self.options
         self.repository = repository = ModelRepository(self.layout.models)
-        record = run_record(self.config)
-        path = append_run_record(self.data_dir, record)
-        self._say(f"run record (configuration, version, commit, machine) appended to {path}")
-        self._say(f"machine: {describe(record['machine'])}")
+        self._say(f"machine: {describe(machine_facts())}; the trainer appends each start's record "
+                  f"(configuration, version, commit, machine) to {self.layout.run_records}")
         version, created = ensure_model(repository, self.config)
         self._say(f"model {self.config.run.model_name}: "
                   + (f"wrote version 1 (random {self.config.trainer.arch} net)" if created

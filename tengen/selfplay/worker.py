@@ -70,6 +70,7 @@ from tengen.infra.kafka import Backoff, BufferFullError, ReliableProducer
 from tengen.infra.outbox import Outbox
 from tengen.infra.triton.client import TritonEvaluator, model_states
 from tengen.infra.triton.errors import TritonError
+from tengen.loop import progress
 from tengen.loop.layout import DataDir
 from tengen.loop.messages import GAMES_TOPIC, TRAINER_GROUP, ModelAnnouncement, ModelWatcher, wait_for_loop_topics
 from tengen.loop.rows import RecordError, row_count, validate
@@ -459,6 +460,8 @@ class SelfplayService:
                     warned = True
 
     def _delivered(self, topic: str, key: bytes, metadata: Any) -> None:
+        if topic != GAMES_TOPIC:
+            return  # a progress report
         self.metrics.published.inc()
         if self._outbox is not None:
             self._outbox.delivered(key.decode(), metadata.partition, metadata.offset)
@@ -491,6 +494,11 @@ class SelfplayService:
                 log.info("selfplay: %s (%d games so far)", self.state, self.games_done)
             games, positions, last = self.games_done, self.positions_done, now
             evaluations, batches = evaluations_now, batches_now
+            producer = self._producer
+            if producer is not None:
+                progress.publish(producer, progress.selfplay_reporter(self.worker_id), {
+                    "games": self.games_done, "games_per_s": games_rate, "positions_per_s": positions_rate,
+                    "version": self.version, "boards": self.boards.describe() if self.boards else None})
 
     def progress(self) -> tuple[int, int, int]:
         """(moves played, positions evaluated, batches) since the start, those of games still in

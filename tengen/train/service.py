@@ -13,7 +13,9 @@ kill loses is at most the training since the last checkpoint, never data: rows a
 before their offsets are committed, and the window dedupes the redelivered games.
 
 Files under `<data_dir>/`: `trainer/window/` (tengen.train.window), `trainer/checkpoint.pt`,
-`candidates/`, `tensorboard/trainer/` (every loss term, learning rate, window size, samples/s).
+`trainer/runs.jsonl` (a record of each start, tengen.loop.record), `candidates/`,
+`tensorboard/trainer/` (every loss term, learning rate, window size, samples/s). Every
+`log_every_s` the trainer's figures go to `tengen.progress` (tengen.loop.progress).
 HTTP on `http_port`: `/healthz` (200 while the loop turns and trains on finite losses) and
 `/metrics` (Prometheus).
 
@@ -28,6 +30,7 @@ import logging
 import os
 import threading
 import time
+from typing import Any
 
 import torch
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -35,6 +38,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from tengen.config import Config
 from tengen.infra.health import HealthServer
 from tengen.infra.kafka import GroupConsumer, ReliableProducer
+from tengen.infra.machine import describe
+from tengen.loop import progress
 from tengen.loop.layout import DataDir, candidate_name
 from tengen.loop.messages import (
     CANDIDATES_TOPIC,
@@ -43,6 +48,7 @@ from tengen.loop.messages import (
     CandidateAnnouncement,
     wait_for_loop_topics,
 )
+from tengen.loop.record import append_run_record, run_began, run_record
 from tengen.nn.export import export_model
 from tengen.nn.loss import LOSS_TERMS
 from tengen.train.ingest import IngestStats, ingest
@@ -113,6 +119,8 @@ class TrainerService:
         self.last_tick = time.monotonic()
         self.totals = IngestStats()
         self.nonfinite_streak = 0  # skipped steps in a row
+        self.last_loss: float | None = None  # of the last step that counted
+        self.run_facts: dict[str, Any] = {}  # when the run began, the machine, the commit (run())
         self._http: HealthServer | None = None
 
     # -- the loop ------------------------------------------------------------------------------
@@ -126,6 +134,13 @@ class TrainerService:
         if not wait_for_loop_topics(bootstrap, stop, "trainer"):
             self._stop_http()
             return
+        record = run_record(self.config)
+        append_run_record(self.data_dir.root, record)
+        # What the progress reports say of the run (tengen.loop.progress): when it began, and where.
+        self.run_facts = {"run_began": run_began(self.data_dir.root), "machine": describe(record["machine"]),
+                          "commit": record["commit"]}
+        log.info("trainer: run record appended to %s (machine: %s)", self.data_dir.run_records,
+                 self.run_facts["machine"])
         writer = SummaryWriter(str(self.data_dir.trainer_tensorboard))
         producer = ReliableProducer(bootstrap, client_id="tengen-trainer")
         consumer = GroupConsumer(bootstrap, GAMES_TOPIC, self.group_id, client_id="tengen-trainer")
@@ -161,7 +176,7 @@ class TrainerService:
                     saved_samples, last_save = samples, now
                 if now - last_log >= self.log_every_s:
                     rate = (samples - logged_samples) / (now - last_log)
-                    self._progress(writer, rate)
+                    self._progress(writer, producer, rate)
                     last_log, logged_samples = now, samples
         finally:
             if self.learner.counters.samples != saved_samples:
@@ -201,6 +216,7 @@ class TrainerService:
             writer.add_scalar("train/lr_per_sample", report["lr_per_sample"], samples)
             self.metrics.samples.set(samples)
             self.metrics.loss.set(report["total"])
+            self.last_loss = float(report["total"])
             if learner.snapshot_due():
                 try:
                     if learner.take_snapshot():
@@ -260,9 +276,12 @@ class TrainerService:
         except NonFiniteError as err:
             self._back_to_checkpoint(err)
 
-    def _progress(self, writer, samples_per_s: float) -> None:
+    def _progress(self, writer, producer: ReliableProducer, samples_per_s: float) -> None:
         window = self.window
         samples = self.learner.counters.samples
+        progress.publish(producer, progress.TRAINER, {
+            **self.run_facts, "samples": samples, "samples_per_s": samples_per_s, "window_rows": len(window),
+            "games": window.games, "loss": self.last_loss})
         writer.add_scalar("window/rows", len(window), samples)
         writer.add_scalar("window/rows_total", window.n_total, samples)
         writer.add_scalar("train/samples_per_s", samples_per_s, samples)

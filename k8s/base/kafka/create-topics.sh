@@ -43,6 +43,9 @@ topic tengen.games.dlq 1 \
 # segments and a low dirty ratio let compaction run on a topic this small.
 topic tengen.models 1 \
     "cleanup.policy=compact,segment.ms=3600000,min.cleanable.dirty.ratio=0.1,min.insync.replicas=$min_isr"
+# The services' progress figures, the latest per reporter: compacted like tengen.models.
+topic tengen.progress 1 \
+    "cleanup.policy=compact,segment.ms=3600000,min.cleanable.dirty.ratio=0.1,min.insync.replicas=$min_isr"
 # Candidate exports for gating.
 topic tengen.candidates 1 \
     "retention.ms=$((30 * day_ms)),min.insync.replicas=$min_isr"

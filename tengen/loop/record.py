@@ -1,6 +1,9 @@
-"""What made a data dir: one line in `<data_dir>/runs.jsonl` for every `tengen run` on it.
+"""What made a data dir: one line in `<data_dir>/trainer/runs.jsonl` for every start of its trainer.
 
-Each start appends the time, the command line, tengen's version and, when tengen runs from a git
+The trainer writes it, the one service of every way of running (`tengen run`, compose, Kubernetes)
+that keeps a volume of its own and is there from a run's beginning; the first line's time is when
+the run began (tengen.loop.progress). Each start appends the time, the command line, tengen's
+version and, when tengen runs from a git
 checkout, its commit (and whether the tree had changes), the machine (CPU, cores, the instruction sets
 that set the net's speed), and the whole resolved configuration, the
 secrets left out. The file is kept when the run ends, so a data dir says what trained it, as
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import subprocess
 import sys
 from importlib import metadata
@@ -69,7 +73,17 @@ def run_record(config: Config, argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def append_run_record(data_dir: Path, record: dict[str, Any]) -> Path:
-    """Append a run's record (run_record's) to the data dir's runs.jsonl; returns its path."""
+    """Append a run's record (run_record's) to the data dir's run records; returns their path."""
     path = DataDir(data_dir).run_records
     append_line(path, record)
     return path
+
+
+def run_began(data_dir: Path) -> float | None:
+    """Unix time of the data dir's first run record, or None (none yet, or unreadable)."""
+    try:
+        with open(DataDir(data_dir).run_records) as f:
+            first = json.loads(f.readline())
+        return datetime.datetime.fromisoformat(first["started"]).timestamp()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tengen.config import load_config
 from tengen.infra.machine import describe, machine_facts
-from tengen.run.record import append_run_record, run_record, source_commit
+from tengen.loop.record import append_run_record, run_record, source_commit
 
 REPO = Path(__file__).resolve().parents[1]
 
