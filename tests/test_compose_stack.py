@@ -4,8 +4,10 @@ killed and taken down in a real Docker engine on this box.
 The images come from docker/build-local-images.sh (a Debian base from debootstrap, Debian's Python
 and PostgreSQL, the Tansu broker in place of Apache Kafka's image, the CPU Triton image); the compose
 file is the one users run, with the tiny preset, one self-play worker and host ports of the test's
-own in a generated .env. Everything is checked from outside the containers: published ports (on
-127.0.0.1 only) and `docker compose` commands. The tests run in order on one stack; the last one
+own in a generated .env, and a settings file (TENGEN_SETTINGS_FILE) that gives the tiny preset a
+board-size curriculum: 7x7 until the served net has trained FIRST_BOARD_SAMPLES, then 9x9.
+Everything is checked from outside the containers: published ports (on 127.0.0.1 only) and
+`docker compose` commands. The tests run in order on one stack; the last one
 takes it down and checks that nothing of the project is left.
 """
 from __future__ import annotations
@@ -28,6 +30,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 LONG_RUNNING = ("kafka", "postgres", "triton", "trainer", "selfplay", "gating", "strength", "ratings", "tensorboard")
 ONE_SHOT = ("kafka-init", "model-init")
 MODEL = "tengen"
+FIRST_BOARD_SAMPLES = 2000
+CURRICULUM = {"TENGEN_GAME__BOARD_SIZES": "9", "TENGEN_GAME__FIRST_BOARD_SIZE": "7",
+              "TENGEN_GAME__FIRST_BOARD_SAMPLES": str(FIRST_BOARD_SAMPLES)}
+# The board sizes of gating's games by candidate samples, and of the window's rows, read inside the
+# containers from their volumes.
+MATCH_BOARDS = ("import json; from pathlib import Path; out = {}\n"
+                "for p in Path('/data/gating/matches').glob('candidate-*.jsonl'):\n"
+                "    games = [json.loads(l)['game'] for l in p.read_text().splitlines() if '\"game\"' in l]\n"
+                "    out[int(p.stem.split('-')[1])] = sorted({g['board_size'] for g in games})\n"
+                "print(json.dumps(out))")
+WINDOW_BOARDS = ("import json, os; import numpy as np; from tengen.config import load_config; "
+                 "from tengen.train.window import Window; c = load_config(os.environ['TENGEN_PRESET']); "
+                 "w = Window('/data/trainer/window', 9, c=c.trainer.window_c, read_only=True); "
+                 "print(json.dumps(sorted({int(x) for x in w.read(np.arange(w.start, w.n_total))['x_size']})))")
 # Python run inside the app containers (the image's own tengen): the broker's log of tengen.games,
 # and the window's game ids with the count of ids appended twice (tengen chaos's checks).
 ACKNOWLEDGED = ("import json; from tengen.run.chaos import acknowledged_ids; "
@@ -141,6 +157,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
             "POSTGRES_PASSWORD": secrets.token_urlsafe(24),
             **{k: str(v) for k, v in ports.items()},
         }
+        overrides = workdir / "tengen.env"
+        overrides.write_text("".join(f"{k}={v}\n" for k, v in CURRICULUM.items()))
+        settings["TENGEN_SETTINGS_FILE"] = str(overrides)
         dot_env = workdir / "test.env"
         dot_env.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         project = ComposeProject(f"tengen-test-{secrets.token_hex(3)}", [images_env, dot_env], docker_env)
@@ -243,6 +262,46 @@ def test_ratings_list_the_promoted_version_and_the_pages_answer(stack: Stack) ->
     http = f"http://127.0.0.1:{stack.ports['RATINGS_HTTP_PORT']}"
     for page in (f"{http}/", f"{http}/games", f"http://127.0.0.1:{stack.ports['TENSORBOARD_PORT']}/"):
         assert http_status(page) == 200, page
+
+
+def test_the_curriculum_moves_selfplay_gating_and_the_window_to_9x9(stack: Stack) -> None:
+    """The services follow the board-size curriculum by themselves: self-play's board follows the
+    served version's samples, gating plays each candidate on its boards, the window takes both."""
+    started = time.monotonic()
+    wait_for(lambda: metric(stack.scrape("selfplay", 8072), "tengen_selfplay_board_size") == 9,
+             "self-play on 9x9", 900, stack.project, ("selfplay", "gating", "trainer"), poll_s=5)
+    stack.timings["to_9x9_s"] = time.monotonic() - started
+    boards = {int(k): v for k, v in json.loads(stack.project.exec_python("gating", MATCH_BOARDS)).items()}
+    assert any(s >= FIRST_BOARD_SAMPLES for s in boards), boards
+    assert all(v == ([7] if s < FIRST_BOARD_SAMPLES else [9]) for s, v in boards.items() if v), boards
+    wait_for(lambda: 9 in json.loads(stack.project.exec_python("trainer", WINDOW_BOARDS)), "9x9 rows in the window",
+             300, stack.project, ("trainer",))
+    logs = stack.project.run("logs", "--no-color", "selfplay").stdout
+    assert "playing 7x7 (komi around 9): the served net has trained 0 samples" in logs
+    assert "playing 9x9 (komi around 7)" in logs
+
+
+def test_the_page_and_tengen_status_show_the_runs_progress(stack: Stack) -> None:
+    """The figures the services publish (tengen.progress) on the ratings page and in `tengen status
+    --page`, as under `tengen run`; the trainer keeps the run records in its volume."""
+    page = f"http://127.0.0.1:{stack.ports['RATINGS_HTTP_PORT']}"
+
+    def progress() -> dict:
+        with urllib.request.urlopen(f"{page}/api/curve", timeout=30) as response:
+            return json.loads(response.read())["progress"] or {}
+
+    wait_for(lambda: progress().get("boards") == "9x9" and (progress().get("games") or 0) > 0,
+             "the run's progress on the page", 300, stack.project, ("ratings", "trainer", "selfplay"))
+    shown = progress()
+    assert shown["samples"] >= FIRST_BOARD_SAMPLES and shown["version"] >= 2 and shown["workers"] == 1, shown
+    assert shown["elapsed_s"] > 0 and shown["duration_s"] is None and shown["machine"], shown
+    status = subprocess.run([sys.executable, "-m", "tengen.cli", "status", "--page", page], capture_output=True,
+                            text=True, timeout=120)
+    assert status.returncode == 0, status.stderr
+    assert "run up " in status.stdout and "self-play plays v" in status.stdout and "on 9x9" in status.stdout
+    records = stack.project.run("exec", "-T", "trainer", "cat", "/data/trainer/runs.jsonl").stdout.splitlines()
+    assert records and json.loads(records[0])["preset"] == "tiny"
+    assert json.loads(records[0])["config"]["game"]["first_board_size"] == 7
 
 
 @pytest.mark.parametrize("service", ["kafka", "trainer", "triton"])

@@ -41,6 +41,11 @@ def test_a_bad_curriculum_is_refused_by_name(env: dict[str, str], key: str) -> N
         load_config("cpu", env=env)
 
 
+def test_the_launchers_first_stage_settings_name_their_successors() -> None:
+    with pytest.raises(ConfigError, match="TENGEN_GAME__FIRST_BOARD_SAMPLES instead"):
+        load_config("cpu", env={"TENGEN_RUN__FIRST_STAGE_SAMPLES": "1000"})
+
+
 def test_selfplay_and_gating_play_the_boards_of_the_nets_samples() -> None:
     config = load_config("cpu")
     early, late = SelfplaySettings.from_config(config, 0), SelfplaySettings.from_config(config, 480_000)

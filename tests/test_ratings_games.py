@@ -320,7 +320,7 @@ def test_leaderboard_links_each_version_to_its_games() -> None:
     summary = FitSummary("", 0.0, 2.0, 0.95, 8)
 
     def page(games_dir: bool) -> str:
-        return render_page(PageData(Leaderboard(rows, summary), History(rows[:2], summary), [], [], None, None,
+        return render_page(PageData(Leaderboard(rows, summary), History(rows[:2], summary), [], [], None, None, None,
                                     games_dir))
 
     links = re.findall(r'<a class="games" href="([^"]+)">', page(True))

@@ -1,6 +1,7 @@
 """The ratings page without a browser: the learning curve's numbers from the ratings store, its
 plots read back through their axes, h:mm time ticks, legible reference labels, Elo on GNU Go's
-scale, gating's decisions, the run's progress from run.json and the JSON the page refreshes from.
+scale, gating's decisions, the run's progress as the services publish it and the JSON the page
+refreshes from.
 (In Chromium: tests/test_ratings_browser.py.)"""
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from curve_support import OTHER_GAMES, PLAYERS, T0, axis_map, expected_curve, st
 
 from tengen.config import load_config
 from tengen.infra.files import append_line
-from tengen.loop.progress import RunProgress, read_progress
+from tengen.loop.progress import LoopProgress, RunProgress, read_run_progress
 from tengen.ratings.api import RatingsApi
 from tengen.ratings.book import FitSummary, History, Leaderboard, RatingRow, RatingsBook
 from tengen.ratings.curve import PageData, page_data, read_decisions, strength_matches
@@ -206,36 +207,54 @@ def progress(**changes: object) -> dict:
             "games_played": 23_456, "games_per_s": 3.21, **changes}
 
 
-def test_progress_as_tengen_run_writes_it(store: RatingsStore, tmp_path: Path) -> None:
-    """`tengen run` puts its status line's figures into run.json; the page shows them, says when
-    they are stale, and without run.json says what it cannot know."""
+def loop_progress(elapsed_s: float = 6300.0, age_s: float = 0.0, **changes: object) -> LoopProgress:
+    """The services' figures as tengen.loop.progress sums them, the run begun `elapsed_s` ago."""
+    now = time.time()
+    figures = dict(updated=now - age_s, run_began=now - elapsed_s, samples=1_234_567, samples_per_s=412.0,
+                   games=23_456, window_rows=250_000, loss=3.217, games_per_s=3.21, positions_per_s=180.4, workers=2,
+                   version=12, boards="7x7", machine="AMD EPYC, 2 cores", commit="abc")
+    figures.update(changes)
+    return LoopProgress(**figures)  # type: ignore[arg-type]
+
+
+def test_progress_as_the_services_publish_it(store: RatingsStore, tmp_path: Path) -> None:
+    """The page shows the services' figures (tengen.progress) in every deployment, the duration
+    only where `tengen run` wrote run.json, says when they are stale, and without any report says
+    so."""
     store.report(strength_games(), PLAYERS)
+    page = render_page(page_data(RatingsBook(store), tmp_path, progress=loop_progress()))
+    assert re.search(r'<span id="elapsed">1:45:0\d</span>', page)  # no duration: compose, Kubernetes
+    assert '<span id="samples">1,234,567</span>' in page and '<span id="samples-per-s">412</span>' in page
+    assert '<span id="games">23,456</span>' in page and '<span id="games-per-s">3.21</span>' in page
+    assert '<span id="positions-per-s">180.4</span>' in page and "by 2 workers" in page
+    assert '<span id="playing">v12 on 7x7</span>' in page and "last loss 3.217" in page
+    assert "on AMD EPYC, 2 cores" in page and 'class="stale"' not in page
+    # `tengen run` adds the duration it was given.
     config = load_config("tiny")
     run = LocalRun(RunOptions("tiny", config, tmp_path, workers=1, duration_s=7200.0))
     run.progress = RunProgress(time.time(), 6300.0, 7200.0, 1_234_567, 23_456, 3.21)
     run._write_state()
-    assert read_progress(tmp_path) == run.progress
-    page = render_page(page_data(RatingsBook(store), tmp_path))
-    assert '<span id="elapsed">1:45:00 of 2:00:00</span>' in page
-    assert '<span id="samples">1,234,567</span>' in page and '<span id="games-per-s">3.21</span>' in page
-    assert 'class="stale"' not in page
-    (tmp_path / "run.json").write_text(json.dumps({"progress": progress(updated=time.time() - 600)}))
-    assert "These figures are 0:10:00 old" in render_page(page_data(RatingsBook(store), tmp_path))
+    assert read_run_progress(tmp_path) == run.progress
+    page = render_page(page_data(RatingsBook(store), tmp_path, progress=loop_progress()))
+    assert re.search(r'<span id="elapsed">1:45:0\d of 2:00:00</span>', page)
+    page = render_page(page_data(RatingsBook(store), tmp_path, progress=loop_progress(age_s=600)))
+    assert "These figures are 0:10:00 old" in page
+    # Figures not reported yet show as "-", never as a number.
+    page = render_page(page_data(RatingsBook(store), tmp_path, progress=loop_progress(samples=None, version=None)))
+    assert '<span id="samples">-</span>' in page and '<span id="playing">-</span>' in page
     for broken in ({"progress": progress(samples="many")}, {"progress": progress(elapsed_s=None)}, [1]):
         (tmp_path / "run.json").write_text(json.dumps(broken))
-        assert read_progress(tmp_path) is None
-    (tmp_path / "run.json").unlink()
+        assert read_run_progress(tmp_path) is None
     page = render_page(page_data(RatingsBook(store), tmp_path))
-    assert "no <code>run.json</code> in its data dir" in page and 'id="elapsed"' not in page
+    assert "No service has published the run's progress" in page and 'id="elapsed"' not in page
     assert "newest rated version v3 (90k samples)" in page
 
 
 def test_api_curve_is_what_the_page_refreshes_from(store: RatingsStore, tmp_path: Path) -> None:
     games = strength_games() + OTHER_GAMES
     store.report(games, PLAYERS)
-    (tmp_path / "run.json").write_text(json.dumps({"progress": progress()}))
-    server = RatingsServer(RatingsApi(RatingsBook(store), "token"), "127.0.0.1", 0, 0, games_dir=tmp_path,
-                           page_refresh_s=2.5)
+    server = RatingsServer(RatingsApi(RatingsBook(store), "token", loop_progress), "127.0.0.1", 0, 0,
+                           games_dir=tmp_path, page_refresh_s=2.5)
     server.start()
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/api/curve", timeout=10) as response:
@@ -253,7 +272,7 @@ def test_api_curve_is_what_the_page_refreshes_from(store: RatingsStore, tmp_path
         assert (m["games"], m["wins"], m["draws"], m["training_samples"]) == (e.games, e.wins, e.draws, e.samples)
         assert (m["rate"], m["rate_low"], m["rate_high"], m["hours"]) == pytest.approx((e.rate, e.low, e.high, e.hours))
     assert data["elo_anchor"] == "gnugo-l1" and data["origin"] == T0.isoformat()
-    assert data["progress"]["samples"] == 1_234_567
+    assert data["progress"]["samples"] == 1_234_567 and data["progress"]["elapsed_s"] == pytest.approx(6300, abs=30)
     assert set(data["html"]) == {"progress", "curve", "matches", "gating", "elo"}
     for section, html in data["html"].items():
         assert f'<section id="{section}">' in page  # the script puts each where the page has it
@@ -282,7 +301,7 @@ def test_plot_edge_cases() -> None:
     # An unrated anchor's NaN rating reaches neither the plot nor the table.
     summary = FitSummary("gnugo-l1", 0.0, 2.0, 0.95, 12)
     page = render_page(PageData(Leaderboard([row("v1", 0, -1, 1, samples=3)] + anchors, summary),
-                                History([row("v1", 0, -1, 1, samples=3)], summary), [], [], None, None, False))
+                                History([row("v1", 0, -1, 1, samples=3)], summary), [], [], None, None, None, False))
     assert_finite(page)
 
 

@@ -10,6 +10,8 @@ import re
 import signal
 import subprocess
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +58,19 @@ def _match_boards(layout: DataDir) -> dict[int, set[int]]:
     return boards
 
 
+def _progress_on_the_page(page: str, done: Callable[[dict], bool], timeout_s: float = 120.0) -> dict:
+    """The progress on the ratings page's /api/curve once `done` holds for it."""
+    deadline = time.monotonic() + timeout_s
+    progress: dict = {}
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{page}/api/curve", timeout=30) as response:
+            progress = json.loads(response.read())["progress"] or {}
+        if done(progress):
+            return progress
+        time.sleep(3)
+    raise AssertionError(f"the page's progress: {progress}")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_tengen_run_plays_the_first_board_then_the_presets(tmp_path: Path) -> None:
@@ -79,6 +94,11 @@ def test_tengen_run_plays_the_first_board_then_the_presets(tmp_path: Path) -> No
                     break
         assert proc.poll() is None, f"tengen run exited early:\n{_tail(out)}\n{_logs(data_dir)}"
         assert switched is not None, f"no 9x9 self-play within {SWITCH_DEADLINE_S} s:\n{_tail(out)}\n{_logs(data_dir)}"
+        # The progress the services publish, on the page and in `tengen status --page`, as under compose.
+        page = json.loads((data_dir / "run.json").read_text())["endpoints"]["ratings_http"]
+        progress = _progress_on_the_page(page, lambda p: p.get("boards") == "9x9" and (p.get("games") or 0) > 0)
+        status = subprocess.run([TENGEN, "status", "--page", page, "--json"], capture_output=True, text=True,
+                                env=_env(data_dir), timeout=120)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=240) == 0, _tail(out)
     finally:
@@ -86,6 +106,12 @@ def test_tengen_run_plays_the_first_board_then_the_presets(tmp_path: Path) -> No
             proc.kill()
             proc.wait()
         stop_marked(str(data_dir.resolve()))
+    assert progress["samples"] >= FIRST_BOARD_SAMPLES and progress["version"] >= switched, progress
+    assert progress["workers"] == 1 and progress["games_per_s"] > 0 and progress["elapsed_s"] > 0, progress
+    assert progress["duration_s"] == 14 * 60 and progress["machine"], progress  # run.json's duration, the trainer's
+    assert status.returncode == 0, status.stderr
+    shown = json.loads(status.stdout)["progress"]
+    assert shown["samples"] >= progress["samples"] and shown["run_began"] == progress["run_began"], (shown, progress)
     text = out.read_text(errors="replace")
     assert "the curriculum plays 7x7 (komi around 9) until the served net has trained 2,000 samples, then 9x9" in text
 
