@@ -61,6 +61,19 @@ def test_data_dir_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.Captu
     assert "not a directory" in capsys.readouterr().err
 
 
+def test_a_data_dir_with_only_an_earlier_first_stage_is_told_what_to_do(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A tengen before the curriculum moved into the loop played its 7x7 stage in first-stage/;
+    this one no longer reads it, and says so before it writes anything."""
+    data_dir = tmp_path / "d"
+    (data_dir / "first-stage" / "models").mkdir(parents=True)
+    assert main(["run", "--preset", "tiny", "--data-dir", str(data_dir)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "holds only the unfinished first stage of an earlier tengen" in err
+    assert "remove that folder to start afresh, or go on from its net with --init-model" in err
+    assert sorted(p.name for p in data_dir.iterdir()) == ["first-stage"]
+
+
 def test_help_explains_the_run(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["run", "--help"])

@@ -69,7 +69,8 @@ def held_run(config: Config) -> str | None:
     """What says the config's data dir already holds a run (its newest model version or its
     trainer checkpoint), or None where a new run may start."""
     data_dir = DataDir(config.run.data_dir)
-    latest = ModelRepository(data_dir.models).latest_version(config.run.model_name)
+    latest = ModelRepository(data_dir.models).latest_version(config.run.model_name) if data_dir.models.is_dir() \
+        else None  # (a repository would make its folder)
     if latest is not None:
         return f"model version {latest}"
     if data_dir.checkpoint.exists():
