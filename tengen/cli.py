@@ -63,7 +63,7 @@ class _Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> NoReturn:
-        from tengen.run.record import source_commit, tengen_version
+        from tengen.loop.record import source_commit, tengen_version
 
         commit, dirty = source_commit()
         where = f" (commit {commit[:12]}{' with local changes' if dirty else ''})" if commit else ""

@@ -24,7 +24,7 @@ def test_help_lists_commands() -> None:
 
 
 def test_version_names_the_package_version_and_the_checkout_s_commit() -> None:
-    from tengen.run.record import source_commit
+    from tengen.loop.record import source_commit
 
     done = subprocess.run([sys.executable, "-m", "tengen.cli", "--version"], capture_output=True, text=True, check=True)
     commit, _ = source_commit()

@@ -926,7 +926,7 @@ def test_network_policies_allow_exactly_the_connections_the_workloads_make(manif
     assert sources_of("postgres", 5432) == {"ratings"}
     assert sources_of("triton", TritonConfig().grpc_port) == {"selfplay", "gating"}
     # The Triton pod's model-init init container announces the served version.
-    assert sources_of("kafka", 9092) == {"kafka", "kafka-topics", "triton", "trainer", "selfplay", "gating"}
+    assert sources_of("kafka", 9092) == {"kafka", "kafka-topics", "triton", "trainer", "selfplay", "gating", "ratings"}
     assert "trainer" not in sources_of("triton", TritonConfig().grpc_port) | sources_of(
         "triton", TritonConfig().http_port
     )

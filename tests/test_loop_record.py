@@ -1,13 +1,14 @@
-"""tengen.run.record: every `tengen run` leaves a line saying what made the data dir."""
+"""tengen.loop.record: every start of the trainer leaves a line saying what made the data dir."""
 from __future__ import annotations
 
 import json
 import subprocess
+from datetime import datetime
 from pathlib import Path
 
 from tengen.config import load_config
 from tengen.infra.machine import describe, machine_facts
-from tengen.loop.record import append_run_record, run_record, source_commit
+from tengen.loop.record import append_run_record, run_began, run_record, source_commit
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,8 +34,13 @@ def test_records_are_appended_and_kept(tmp_path: Path) -> None:
     path = append_run_record(tmp_path, run_record(config, ["run"]))
     append_run_record(tmp_path, run_record(config, ["run", "--duration", "5m"]))
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert path == tmp_path / "runs.jsonl"
+    assert path == tmp_path / "trainer" / "runs.jsonl"
     assert [r["argv"] for r in lines] == [["run"], ["run", "--duration", "5m"]]
+    # The first record's time is when the run began (the progress reports' zero).
+    assert run_began(tmp_path) == datetime.fromisoformat(lines[0]["started"]).timestamp()
+    assert run_began(tmp_path / "elsewhere") is None
+    path.write_text("not json\n")
+    assert run_began(tmp_path) is None
 
 
 def test_no_commit_outside_a_checkout(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ that decide how fast a net evaluates on it.
 On a CPU the net's forward passes are most of a run's work, and their speed depends on the box:
 where the CPU computes bf16 natively (AVX512-BF16, AMX) the presets' nets run in bf16, elsewhere
 in fp32, several times slower per CPU-second. Two runs' figures can only be compared with the box
-known, so a run's record holds these facts (tengen.run.record).
+known, so a run's record holds these facts (tengen.loop.record).
 """
 from __future__ import annotations
 
