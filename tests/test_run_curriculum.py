@@ -96,7 +96,8 @@ def test_tengen_run_plays_the_first_board_then_the_presets(tmp_path: Path) -> No
         assert switched is not None, f"no 9x9 self-play within {SWITCH_DEADLINE_S} s:\n{_tail(out)}\n{_logs(data_dir)}"
         # The progress the services publish, on the page and in `tengen status --page`, as under compose.
         page = json.loads((data_dir / "run.json").read_text())["endpoints"]["ratings_http"]
-        progress = _progress_on_the_page(page, lambda p: p.get("boards") == "9x9" and (p.get("games") or 0) > 0)
+        progress = _progress_on_the_page(page, lambda p: p.get("boards") == "9x9" and (p.get("games") or 0) > 0
+                                         and (p.get("games_per_s") or 0) > 0)
         status = subprocess.run([TENGEN, "status", "--page", page, "--json"], capture_output=True, text=True,
                                 env=_env(data_dir), timeout=120)
         proc.send_signal(signal.SIGINT)
