@@ -290,8 +290,11 @@ def test_the_page_and_tengen_status_show_the_runs_progress(stack: Stack) -> None
         with urllib.request.urlopen(f"{page}/api/curve", timeout=30) as response:
             return json.loads(response.read())["progress"] or {}
 
-    wait_for(lambda: progress().get("boards") == "9x9" and (progress().get("games") or 0) > 0,
-             "the run's progress on the page", 300, stack.project, ("ratings", "trainer", "selfplay"))
+    def flowing(p: dict) -> bool:
+        return p.get("boards") == "9x9" and (p.get("games") or 0) > 0 and (p.get("games_per_s") or 0) > 0
+
+    wait_for(lambda: flowing(progress()), "the run's progress on the page", 300, stack.project,
+             ("ratings", "trainer", "selfplay"))
     shown = progress()
     assert shown["samples"] >= FIRST_BOARD_SAMPLES and shown["version"] >= 2 and shown["workers"] == 1, shown
     assert shown["elapsed_s"] > 0 and shown["duration_s"] is None and shown["machine"], shown
