@@ -712,6 +712,23 @@ def read_to_end(consumer: KafkaConsumer, topic: str, deadline: float, handle: Ca
                 handle(rec)
 
 
+def read_topic(bootstrap: str, topic: str, handle: Callable[[ConsumerRecord], None], client_id: str,
+               timeout_s: float = 30.0) -> None:
+    """Read `topic` from its start to its end as of now with a consumer of its own (no group),
+    handing each record to `handle`; KafkaAdapterError when the broker or the topic cannot be read
+    within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id=client_id, enable_auto_commit=False,
+                                 bootstrap_timeout_ms=int(timeout_s * 1000))
+    except Exception as exc:
+        raise KafkaAdapterError(f"cannot reach broker {bootstrap} to read {topic}: {exc!r}") from exc
+    try:
+        read_to_end(consumer, topic, deadline, handle)
+    finally:
+        consumer.close(autocommit=False)
+
+
 LOG_RESET_CHECK_S = 5.0  # how often a follower checks that its topic's log was not reset
 JOIN_FINISH_S = 6.0  # the longest a closing member waits for its own join to end (Tansu's takes ~3 s)
 

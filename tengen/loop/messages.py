@@ -42,6 +42,7 @@ from tengen.infra.kafka import (
     ensure_topics,
     log_was_reset,
     read_to_end,
+    read_topic,
     wait_for_topics,
 )
 
@@ -185,7 +186,6 @@ def _read_announcement(rec: ConsumerRecord) -> ModelAnnouncement | None:
 
 def latest_models(bootstrap: str, timeout_s: float = 30.0) -> dict[str, ModelAnnouncement]:
     """The latest announcement per model name on `tengen.models` (empty when none yet)."""
-    deadline = time.monotonic() + timeout_s
     latest: dict[str, ModelAnnouncement] = {}
 
     def handle(rec: ConsumerRecord) -> None:
@@ -196,15 +196,7 @@ def latest_models(bootstrap: str, timeout_s: float = 30.0) -> dict[str, ModelAnn
         if ann is not None:
             latest[ann.model] = ann
 
-    try:
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="tengen-models-reader",
-                                 enable_auto_commit=False, bootstrap_timeout_ms=int(timeout_s * 1000))
-    except Exception as exc:
-        raise KafkaAdapterError(f"cannot reach broker {bootstrap} to read {MODELS_TOPIC}: {exc!r}") from exc
-    try:
-        read_to_end(consumer, MODELS_TOPIC, deadline, handle)
-    finally:
-        consumer.close(autocommit=False)
+    read_topic(bootstrap, MODELS_TOPIC, handle, "tengen-models-reader", timeout_s)
     return latest
 
 

@@ -27,10 +27,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from kafka import KafkaConsumer
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tengen.infra.kafka import BufferFullError, KafkaAdapterError, RecordSender, read_to_end
+from tengen.infra.kafka import BufferFullError, KafkaAdapterError, RecordSender, read_topic
 from tengen.loop.layout import DataDir
 from tengen.loop.messages import PROGRESS_TOPIC
 
@@ -151,15 +150,7 @@ def read_reports(bootstrap: str, timeout_s: float = 10.0) -> dict[str, ProgressR
             return  # not a report: no figure from it
         reports[report.reporter] = report
 
-    try:
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="tengen-progress-reader",
-                                 enable_auto_commit=False, bootstrap_timeout_ms=int(timeout_s * 1000))
-    except Exception as exc:
-        raise KafkaAdapterError(f"cannot reach broker {bootstrap} to read {PROGRESS_TOPIC}: {exc!r}") from exc
-    try:
-        read_to_end(consumer, PROGRESS_TOPIC, time.monotonic() + timeout_s, handle)
-    finally:
-        consumer.close(autocommit=False)
+    read_topic(bootstrap, PROGRESS_TOPIC, handle, "tengen-progress-reader", timeout_s)
     return reports
 
 
