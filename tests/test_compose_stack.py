@@ -297,7 +297,7 @@ def test_the_page_and_tengen_status_show_the_runs_progress(stack: Stack) -> None
              ("ratings", "trainer", "selfplay"))
     shown = progress()
     assert shown["samples"] >= FIRST_BOARD_SAMPLES and shown["version"] >= 2 and shown["workers"] == 1, shown
-    assert shown["elapsed_s"] > 0 and shown["duration_s"] is None and shown["machine"], shown
+    assert shown["elapsed_s"] > 0 and shown["machine"], shown
     status = subprocess.run([sys.executable, "-m", "tengen.cli", "status", "--page", page], capture_output=True,
                             text=True, timeout=120)
     assert status.returncode == 0, status.stderr

@@ -15,7 +15,6 @@ from tengen.loop.progress import (
     ProgressFollower,
     ProgressReport,
     publish,
-    read_reports,
     selfplay_reporter,
     summarize,
 )
@@ -45,6 +44,10 @@ def test_the_sum_of_the_reports() -> None:
     assert (p.games_per_s, p.positions_per_s, p.workers) == (3.5, 140.5, 2)
     assert (p.version, p.boards, p.machine, p.commit) == (12, "9x9", "AMD EPYC, 2 cores", "8f6013c")
     assert summarize({}, NOW) is None
+    # A dead trainer's figures are as old as its last report, whatever the workers say; a worker
+    # that has no version yet plays none.
+    late = summarize({TRAINER: report(TRAINER, 500, samples=1), "selfplay/a": report("selfplay/a", 1, version=0)}, NOW)
+    assert late is not None and late.updated == NOW - 500 and late.version is None
 
 
 def test_a_figure_of_the_wrong_type_reads_as_unknown() -> None:
@@ -66,24 +69,38 @@ def test_a_malformed_report_is_refused(data: bytes) -> None:
         ProgressReport.from_bytes(data)
 
 
-def test_reports_through_the_broker(kafka_broker) -> None:
-    """The latest report of each reporter, read from the compacted topic from its start; junk
-    records on the topic are skipped; the follower serves what it read without waiting."""
+def test_the_follower_reads_the_topic_from_its_start_and_follows_it(kafka_broker) -> None:
+    """The latest report of each reporter, from the compacted topic's start and then as they come;
+    junk records on the topic are skipped."""
     worker = selfplay_reporter(uuid.uuid4().hex[:8])
     with ReliableProducer(kafka_broker.bootstrap) as producer:
         publish(producer, worker, {"games": 1, "games_per_s": 0.5, "version": 1})
         producer.send("tengen.progress", "junk", b"\x00 not a report")
-        publish(producer, worker, {"games": 7, "games_per_s": 0.75, "version": 2, "boards": "7x7"})
+        publish(producer, TRAINER, {"samples": 100, "run_began": time.time() - 60})
         assert producer.flush(30)
-    reports = read_reports(kafka_broker.bootstrap)
-    assert reports[worker].figures == {"games": 7, "games_per_s": 0.75, "version": 2, "boards": "7x7"}
-    assert abs(reports[worker].updated - time.time()) < 60
-    assert "junk" not in reports
-    follower = ProgressFollower(kafka_broker.bootstrap, every_s=0.5)
-    try:
-        deadline = time.monotonic() + 30
-        while (current := follower.current()) is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert current is not None and current.workers >= 1
-    finally:
-        follower.close()
+        follower = ProgressFollower(kafka_broker.bootstrap)
+        try:
+            _wait_for(lambda: (p := follower.current()) is not None and p.samples == 100, 30)
+            publish(producer, worker, {"games": 7, "games_per_s": 0.75, "version": 2, "boards": "7x7"})
+            publish(producer, TRAINER, {"samples": 2000, "run_began": time.time() - 70})
+            assert producer.flush(30)
+            _wait_for(lambda: (p := follower.current()) is not None and p.samples == 2000, 30)
+            current = follower.current()
+            assert current is not None and current.elapsed_s(time.time()) == pytest.approx(70, abs=10)
+            # Other tests' workers share this broker: this worker's report is among the sums.
+            assert current.workers >= 1 and current.version is not None and current.version >= 2
+        finally:
+            follower.close()
+
+
+def test_a_closed_producer_loses_a_report_not_the_service(kafka_broker) -> None:
+    producer = ReliableProducer(kafka_broker.bootstrap)
+    producer.close(timeout_s=5.0)
+    publish(producer, selfplay_reporter("closed"), {"games": 1})  # a worker's last report as it stops
+
+
+def _wait_for(condition, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)

@@ -236,7 +236,8 @@ def test_progress_as_the_services_publish_it(store: RatingsStore, tmp_path: Path
     run._write_state()
     assert read_run_progress(tmp_path) == run.progress
     page = render_page(page_data(RatingsBook(store), tmp_path, progress=loop_progress()))
-    assert re.search(r'<span id="elapsed">1:45:0\d of 2:00:00</span>', page)
+    assert re.search(r'<span id="elapsed">1:45:0\d</span> &middot; this <code>tengen run</code> '
+                     r'<span id="this-run">1:45:0\d of 2:00:00</span>', page)
     page = render_page(page_data(RatingsBook(store), tmp_path, progress=loop_progress(age_s=600)))
     assert "These figures are 0:10:00 old" in page
     # Figures not reported yet show as "-", never as a number.

@@ -70,7 +70,7 @@ def test_a_data_dir_with_only_an_earlier_first_stage_is_told_what_to_do(
     assert main(["run", "--preset", "tiny", "--data-dir", str(data_dir)]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "holds only the unfinished first stage of an earlier tengen" in err
-    assert "remove that folder to start afresh, or go on from its net with --init-model" in err
+    assert "remove that folder to start afresh, or start from its net with --init-model" in err
     assert sorted(p.name for p in data_dir.iterdir()) == ["first-stage"]
 
 

@@ -109,7 +109,7 @@ def test_tengen_run_plays_the_first_board_then_the_presets(tmp_path: Path) -> No
         stop_marked(str(data_dir.resolve()))
     assert progress["samples"] >= FIRST_BOARD_SAMPLES and progress["version"] >= switched, progress
     assert progress["workers"] == 1 and progress["games_per_s"] > 0 and progress["elapsed_s"] > 0, progress
-    assert progress["duration_s"] == 14 * 60 and progress["machine"], progress  # run.json's duration, the trainer's
+    assert progress["machine"], progress  # the trainer's machine line
     assert status.returncode == 0, status.stderr
     shown = json.loads(status.stdout)["progress"]
     assert shown["samples"] >= progress["samples"] and shown["run_began"] == progress["run_began"], (shown, progress)

@@ -252,11 +252,11 @@ def _promote(args: argparse.Namespace) -> int:
         return 0
     from tengen.infra.kafka import KafkaAdapterError, ReliableProducer
     from tengen.loop.messages import announce_model
-    from tengen.nn.export import export_samples
+    from tengen.nn.export import export_net_samples
 
     producer = ReliableProducer(bootstrap, client_id="tengen-models-promote")
     try:
-        announce_model(producer, model, version, samples=export_samples(export), timeout_s=args.timeout)
+        announce_model(producer, model, version, samples=export_net_samples(export), timeout_s=args.timeout)
     except KafkaAdapterError as exc:
         raise CommandError(f"version {version} serves, but announcing it on {bootstrap} failed: {exc}; "
                            "selfplay workers keep the version they pinned until it is announced") from None
@@ -329,7 +329,7 @@ def _prepare(args: argparse.Namespace) -> int:
         return 0
     from tengen.infra.kafka import KafkaAdapterError, ReliableProducer
     from tengen.loop.messages import announce_model, wait_for_loop_topics
-    from tengen.nn.export import export_samples
+    from tengen.nn.export import export_net_samples
 
     # The topics are the deployment's to create (the topics Job); wait for them, never make them.
     deadline = threading.Event()
@@ -343,7 +343,7 @@ def _prepare(args: argparse.Namespace) -> int:
         timer.cancel()
     producer = ReliableProducer(bootstrap, client_id="tengen-models-prepare")
     try:
-        announce_model(producer, name, version, samples=export_samples(repo.export_path(name, version)),
+        announce_model(producer, name, version, samples=export_net_samples(repo.export_path(name, version)),
                        timeout_s=args.timeout)
     except KafkaAdapterError as exc:
         raise CommandError(f"announcing {name} version {version} on {bootstrap} failed: {exc}") from None

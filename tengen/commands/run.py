@@ -125,10 +125,12 @@ def _run(args: argparse.Namespace) -> int:
     config, preset, data_dir = found
     stage = DataDir(data_dir).first_stage
     if stage.is_dir():
-        if held_run(config) is None and args.init_model is None:
+        # A stage that handed over left the init model in place: that run goes on (its net's samples
+        # include the stage's, so the curriculum does not play the first board again).
+        if held_run(config) is None and not DataDir(data_dir).init_model.exists() and args.init_model is None:
             print(f"tengen run: {data_dir} holds only the unfinished first stage of an earlier tengen ({stage}), "
                   "which this one no longer plays (its curriculum is part of the loop now): remove that folder "
-                  "to start afresh, or go on from its net with --init-model "
+                  "to start afresh, or start from its net with --init-model "
                   f"{stage}/models/{config.run.model_name}/<newest N>/model.pt", file=sys.stderr)
             return 2
         print(f"tengen run: {stage} is an earlier tengen's first stage, never read now; remove it to free its disk",

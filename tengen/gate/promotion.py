@@ -28,7 +28,7 @@ from tengen.infra.triton.client import TritonEvaluator, load_model, model_states
 from tengen.infra.triton.errors import TritonError
 from tengen.infra.triton.repository import ModelRepository
 from tengen.loop.messages import announce_model
-from tengen.nn.export import export_samples
+from tengen.nn.export import export_net_samples
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +199,7 @@ class ModelServer:
         the version serves but the announcement was not acknowledged."""
         version = self.load(export, expected, newer_than)
         if producer is not None:
-            announce_model(producer, self.model, version, samples=export_samples(export), timeout_s=self.timeout_s)
+            announce_model(producer, self.model, version, samples=export_net_samples(export), timeout_s=self.timeout_s)
         return version
 
 

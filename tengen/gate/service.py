@@ -73,7 +73,7 @@ from tengen.loop.messages import (
     version_player,
     wait_for_loop_topics,
 )
-from tengen.nn.export import export_samples, sidecar_path
+from tengen.nn.export import export_samples, net_samples, sidecar_path
 from tengen.ratings.records import GameReport, PlayerInfo, RatingsError
 from tengen.ratings.report import Reporter, ratings_reporter
 
@@ -297,7 +297,8 @@ class GatingService:
         verdict = self._verdict(match)  # the games already played may decide it
         try:
             if verdict is None:
-                verdict = self._play(ann, match, self._load_candidate(path, expected), opponent, stop)
+                verdict = self._play(ann, match, self._load_candidate(path, expected), opponent, stop,
+                                     net_samples(metadata))
                 if verdict is None:
                     return False
             promoted = None
@@ -339,19 +340,20 @@ class GatingService:
         return self.candidate_server.load(path, expected)
 
     def _play(self, ann: CandidateAnnouncement, match: MatchFile, candidate_version: int, opponent: int,
-              stop: threading.Event) -> Verdict | None:
+              stop: threading.Event, samples: int | None) -> Verdict | None:
+        """`samples`: what the candidate has trained on in all (net_samples), which picks the boards."""
         gating = self.config.gating
         remaining = [i for i in range(gating.games) if i not in match.results]
         parallel = max(2, min(self.config.selfplay.games_in_parallel, len(remaining)))
         self._set_state(f"{ann.name} (cand v{candidate_version}) vs {self.model} v{opponent}: "
                         f"{len(remaining)} of {gating.games} games to play on "
-                        f"{self.config.game.boards_at(ann.samples).describe()}, {parallel} at a time")
+                        f"{self.config.game.boards_at(samples).describe()}, {parallel} at a time")
         evaluators = [TritonEvaluator(self.url, self.candidate_model, candidate_version,
                                       retry_deadline_s=EVAL_RETRY_S, stop=stop),
                       TritonEvaluator(self.url, self.model, opponent, retry_deadline_s=EVAL_RETRY_S, stop=stop)]
         seed = zlib.crc32(ann.name.encode())  # the same games when a match resumes
         # The boards the candidate would play once served (the curriculum), the same at every resume.
-        settings = NetMatchSettings.from_config(self.config, ann.samples)
+        settings = NetMatchSettings.from_config(self.config, samples)
         runner = MatchRunner(evaluators, settings, self.config.search, games_in_parallel=parallel, seed=seed)
         self.metrics.playing.set(1)
         try:

@@ -163,8 +163,8 @@ class ModelAnnouncement:
 
 def announce_model(producer: ReliableProducer, model: str, version: int, *, samples: int | None,
                    timeout_s: float = 30.0) -> ModelAnnouncement:
-    """Announce that `version` of `model`, trained on `samples` (its sidecar's samples_seen; None
-    where the export does not say), serves now; returns once the broker acknowledged it."""
+    """Announce that `version` of `model`, trained on `samples` in all (tengen.nn.export.net_samples;
+    None where its sidecar does not say), serves now; returns once the broker acknowledged it."""
     if not model or version < 1 or (samples is not None and samples < 0):
         raise ValueError(f"bad model announcement: model={model!r} version={version} samples={samples}")
     ann = ModelAnnouncement(model, version, time.time(), samples)

@@ -8,8 +8,8 @@ keyed by the reporter, every few seconds (the trainer's and the workers' log int
   window's rows, the games it has ingested, the last loss;
 - each selfplay worker (`selfplay/<worker id>`): its games and positions per second, the version it
   plays and the boards it plays it on.
-`read_progress(bootstrap)` reads the topic to its end and sums the reports into LoopProgress: what
-the ratings page, `tengen status` and the status view show. A report is JSON:
+ProgressFollower follows the topic and sums the reports into LoopProgress: what the ratings page
+shows, and `tengen status --page` through it. A report is JSON:
     {"reporter": "trainer", "updated": 1.7e9, "figures": {"samples": 480000, ...}}
 A figure of the wrong type reads as unknown, never as a number it is not.
 
@@ -18,6 +18,7 @@ and the figures of its status line, with the duration it was given, which only i
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -27,9 +28,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from kafka import KafkaConsumer
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tengen.infra.kafka import BufferFullError, KafkaAdapterError, RecordSender, read_topic
+from tengen.infra.kafka import (
+    LOG_RESET_CHECK_S,
+    Backoff,
+    BufferFullError,
+    KafkaAdapterError,
+    RecordSender,
+    log_was_reset,
+    read_to_end,
+)
 from tengen.loop.layout import DataDir
 from tengen.loop.messages import PROGRESS_TOPIC
 
@@ -68,12 +78,13 @@ class ProgressReport:
 
 
 def publish(producer: RecordSender, reporter: str, figures: Mapping[str, Any]) -> None:
-    """Buffer this reporter's figures now, never waiting: the producer delivers them, and a report
-    that finds its buffer full (a broker outage) is left out; the next one replaces it."""
+    """Buffer this reporter's figures now, never waiting: the producer delivers them; a report that
+    finds the buffer full (a broker outage) or the producer closed is left out. On the compacted
+    topic the newest report of a reporter is the one that counts."""
     report = ProgressReport(reporter, time.time(), dict(figures))
     try:
         producer.send(PROGRESS_TOPIC, reporter, report.to_bytes(), block_timeout_s=0.0)
-    except BufferFullError:
+    except (BufferFullError, KafkaAdapterError):  # full, or closed as its service stops
         pass
 
 
@@ -82,7 +93,7 @@ def publish(producer: RecordSender, reporter: str, figures: Mapping[str, Any]) -
 class LoopProgress:
     """The run's figures, summed from the services' reports (None: not reported yet)."""
 
-    updated: float  # the newest report's time
+    updated: float  # the trainer's last report (the newest report's without one)
     run_began: float | None  # Unix time of the run's first trainer start
     samples: int | None
     samples_per_s: float | None
@@ -129,49 +140,28 @@ def summarize(reports: Mapping[str, ProgressReport], now: float) -> LoopProgress
 
     newest = max(workers, key=lambda f: _figure(f, "version", int) or 0, default={})
     return LoopProgress(
-        updated=max(r.updated for r in reports.values()),
+        # The trainer's report dates the figures: workers that outlive a dead trainer do not hide it.
+        updated=reports[TRAINER].updated if TRAINER in reports else max(r.updated for r in reports.values()),
         run_began=_figure(trainer, "run_began", float), samples=_figure(trainer, "samples", int),
         samples_per_s=_figure(trainer, "samples_per_s", float), games=_figure(trainer, "games", int),
         window_rows=_figure(trainer, "window_rows", int), loss=_figure(trainer, "loss", float),
         games_per_s=total("games_per_s"), positions_per_s=total("positions_per_s"), workers=len(workers),
-        version=_figure(newest, "version", int), boards=_figure(newest, "boards", str),
+        version=_figure(newest, "version", int) or None, boards=_figure(newest, "boards", str),  # 0: none yet
         machine=_figure(trainer, "machine", str), commit=_figure(trainer, "commit", str),
     )
 
 
-def read_reports(bootstrap: str, timeout_s: float = 10.0) -> dict[str, ProgressReport]:
-    """The latest report of each reporter on `tengen.progress` (a malformed one is skipped)."""
-    reports: dict[str, ProgressReport] = {}
-
-    def handle(rec: ConsumerRecord) -> None:
-        try:
-            report = ProgressReport.from_bytes(rec.value)
-        except (ValueError, TypeError):
-            return  # not a report: no figure from it
-        reports[report.reporter] = report
-
-    read_topic(bootstrap, PROGRESS_TOPIC, handle, "tengen-progress-reader", timeout_s)
-    return reports
-
-
-def read_progress(bootstrap: str, timeout_s: float = 10.0) -> LoopProgress | None:
-    """The run's figures as the services last published them; None before any report. Raises
-    KafkaAdapterError when the broker cannot be read."""
-    return summarize(read_reports(bootstrap, timeout_s), time.time())
-
-
 class ProgressFollower:
-    """Reads `tengen.progress` every `every_s` in a background thread; `current()` is the run's
-    figures as of the last read (None before one succeeded). For the ratings page, which must
-    not wait on a broker."""
+    """Follows `tengen.progress` in a background thread with one consumer, from the topic's start;
+    `current()` is the run's figures as of the records read (None before the first). For the
+    ratings page, which must not wait on a broker: across an outage it keeps the last figures."""
 
-    def __init__(self, bootstrap: str, every_s: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, backoff: Backoff | None = None) -> None:
         self.bootstrap = bootstrap
-        self.every_s = every_s
+        self._backoff = backoff or Backoff(1.0, 30.0)
         self._reports: dict[str, ProgressReport] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._failing = False
         self._thread = threading.Thread(target=self._run, name="tengen-progress-follower", daemon=True)
         self._thread.start()
 
@@ -180,22 +170,41 @@ class ProgressFollower:
             reports = dict(self._reports)
         return summarize(reports, time.time())
 
+    def _apply(self, rec: ConsumerRecord) -> None:
+        try:
+            report = ProgressReport.from_bytes(rec.value)
+        except (ValueError, TypeError):
+            return  # not a report: no figure from it
+        with self._lock:
+            self._reports[report.reporter] = report
+
     def _run(self) -> None:
         while not self._stop.is_set():
+            consumer = None
             try:
-                reports = read_reports(self.bootstrap, timeout_s=min(self.every_s, 10.0))
-            except KafkaAdapterError as exc:
-                if not self._failing:
-                    log.warning("progress: cannot read %s on %s (%s); the page shows the last figures read",
-                                PROGRESS_TOPIC, self.bootstrap, exc)
-                self._failing = True
-            else:
-                if self._failing:
-                    log.info("progress: reading %s on %s again", PROGRESS_TOPIC, self.bootstrap)
-                self._failing = False
-                with self._lock:
-                    self._reports = reports
-            self._stop.wait(self.every_s)
+                consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="tengen-progress-follower",
+                                         enable_auto_commit=False, auto_offset_reset="earliest",
+                                         bootstrap_timeout_ms=5000)
+                read_to_end(consumer, PROGRESS_TOPIC, time.monotonic() + 60.0, self._apply)
+                self._backoff.reset()
+                checked = time.monotonic()
+                while not self._stop.is_set():
+                    for records in consumer.poll(timeout_ms=1000).values():
+                        for rec in records:
+                            self._apply(rec)
+                    if time.monotonic() - checked >= LOG_RESET_CHECK_S:
+                        if log_was_reset(consumer):
+                            break  # a restarted one-box broker: read its new log from the start
+                        checked = time.monotonic()
+            except Exception as exc:  # keep following across broker outages, whatever kafka-python raises
+                delay = self._backoff.next()
+                log.warning("progress: lost %s on %s (%r); the page keeps the last figures; again in %.0f s",
+                            PROGRESS_TOPIC, self.bootstrap, exc, delay)
+                self._stop.wait(delay)
+            finally:
+                if consumer is not None:
+                    with contextlib.suppress(Exception):
+                        consumer.close(autocommit=False)
 
     def close(self) -> None:
         self._stop.set()

@@ -31,7 +31,7 @@ import os
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -98,6 +98,26 @@ def export_samples(path: str | os.PathLike[str]) -> int | None:
     except (OSError, ValueError, AttributeError):
         return None
     return value if isinstance(value, int) and value >= 0 else None
+
+
+def net_samples(metadata: Mapping[str, Any]) -> int | None:
+    """The samples a net has trained on in all: its run's (samples_seen) plus, for a run warm-started
+    from another's net (`tengen run --init-model`), that net's (init_from). What the board-size
+    curriculum is keyed on (GameConfig.boards_at); None when the sidecar does not say."""
+    seen, prior = metadata.get("samples_seen"), metadata.get("init_from", {})
+    before = prior.get("samples_seen", 0) if isinstance(prior, dict) else 0
+    if not isinstance(seen, int) or isinstance(seen, bool) or seen < 0:
+        return None
+    return seen + (before if isinstance(before, int) and not isinstance(before, bool) and before > 0 else 0)
+
+
+def export_net_samples(path: str | os.PathLike[str]) -> int | None:
+    """net_samples of an export's sidecar; None when the sidecar is missing or unreadable."""
+    try:
+        metadata = json.loads(sidecar_path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return net_samples(metadata) if isinstance(metadata, dict) else None
 
 
 def export_model(

@@ -28,7 +28,7 @@ from typing import Any
 from tengen.infra.files import read_lines
 from tengen.loop.layout import DataDir
 from tengen.loop.messages import anchor_level, anchor_name, player_version
-from tengen.loop.progress import LoopProgress, read_run_progress
+from tengen.loop.progress import LoopProgress, RunProgress, read_run_progress
 from tengen.ratings.book import History, Leaderboard, RatingsBook
 from tengen.ratings.store import RatingsStore
 from tengen.stats import wilson_interval
@@ -130,7 +130,7 @@ class PageData:
     matches: list[StrengthMatch]
     decisions: list[GatingDecision]
     progress: LoopProgress | None  # None: no service has reported yet (or no broker to read)
-    duration_s: float | None  # the duration `tengen run` was given (run.json); None: until stopped
+    run: RunProgress | None  # `tengen run`'s own figures (run.json, with its duration); None elsewhere
     origin: datetime | None  # the first stored game: hour 0 of the time axes
     games_dir: bool  # whether there is a games dir (the /games pages, decisions, run.json)
 
@@ -139,9 +139,8 @@ def page_data(book: RatingsBook, root: Path | None, prior_draws: float | None = 
               progress: LoopProgress | None = None) -> PageData:
     """Everything the page shows, read now (`root`: the games dir, None without one; `progress`:
     the services' latest figures)."""
-    run = read_run_progress(root) if root is not None else None
     return PageData(
         book.leaderboard(0, prior_draws), book.history(prior_draws), strength_matches(book.store),
-        read_decisions(root) if root is not None else [], progress, run.duration_s if run is not None else None,
+        read_decisions(root) if root is not None else [], progress, read_run_progress(root) if root else None,
         book.store.first_played_at(), root is not None,
     )

@@ -109,10 +109,12 @@ def progress_html(data: PageData, now: float) -> str:
                "below.</p>")
     else:
         age = max(0.0, now - p.updated)
-        total = data.duration_s
-        of = f" of {duration(total)}" if total and elapsed is not None else ""
-        bar = (f' <progress max="{total:.0f}" value="{min(elapsed, total):.0f}"></progress>'
-               if total and elapsed is not None else "")
+        this_run = ""
+        if data.run is not None and data.run.duration_s:  # `tengen run --duration`: how far this one is
+            total, done = data.run.duration_s, data.run.elapsed_s + max(0.0, now - data.run.updated)
+            this_run = (f' &middot; this <code>tengen run</code> <span id="this-run">{duration(done)} of '
+                        f'{duration(total)}</span> <progress max="{total:.0f}" value="{min(done, total):.0f}">'
+                        "</progress>")
 
         def figure(value: float | None, form: str) -> str:
             return "-" if value is None else format(value, form)
@@ -121,7 +123,7 @@ def progress_html(data: PageData, now: float) -> str:
                  "services are not reporting.</strong>" if age > STALE_S else "")
         playing = "-" if p.version is None else f"v{p.version}" + (f" on {p.boards}" if p.boards else "")
         began = "-" if p.run_began is None else utc(datetime.fromtimestamp(p.run_began, UTC))
-        run = (f'<p>Run up <span id="elapsed">{"-" if elapsed is None else duration(elapsed)}{of}</span>{bar} '
+        run = (f'<p>Run up <span id="elapsed">{"-" if elapsed is None else duration(elapsed)}</span>{this_run} '
                f'&middot; <span id="samples">{figure(p.samples, ",")}</span> samples trained at '
                f'<span id="samples-per-s">{figure(p.samples_per_s, ".0f")}</span>/s &middot; '
                f'<span id="games">{figure(p.games, ",")}</span> self-play games at '
@@ -289,6 +291,7 @@ def page_json(data: PageData, now: float | None = None) -> dict[str, Any]:
         "elo_anchor": data.leaderboard.summary.anchor or None,
         "matches": [match_json(m, data.origin) for m in data.matches],
         "decisions": [asdict(d) for d in data.decisions],
-        "progress": None if data.progress is None else {**data.progress.to_json(now), "duration_s": data.duration_s},
+        "progress": None if data.progress is None else data.progress.to_json(now),
+        "this_run": None if data.run is None else data.run.to_json(),
         "html": sections(data, now),
     }

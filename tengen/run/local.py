@@ -254,7 +254,7 @@ class LocalRun:
         workers that start (or reconnect) learn it from the compacted topic."""
         from tengen.infra.kafka import ReliableProducer
         from tengen.loop.messages import announce_model, ensure_loop_topics
-        from tengen.nn.export import export_samples
+        from tengen.nn.export import export_net_samples
 
         ensure_loop_topics(bootstrap)
         version = repository.latest_version(self.config.run.model_name)
@@ -263,7 +263,7 @@ class LocalRun:
         producer = ReliableProducer(bootstrap, client_id="tengen-run")
         try:
             model = self.config.run.model_name
-            announce_model(producer, model, version, samples=export_samples(repository.export_path(model, version)))
+            announce_model(producer, model, version, samples=export_net_samples(repository.export_path(model, version)))
         finally:
             producer.close(timeout_s=5.0)
 

@@ -199,6 +199,7 @@ class SelfplayService:
         self._lock = threading.Lock()
         self._evaluator: TritonEvaluator | None = None
         self._producer: ReliableProducer | None = None
+        self._progress_producer: ReliableProducer | None = None
         self._outbox: Outbox | None = None
         self._runner: SelfplayRunner | None = None
         self.stall_s = stall_s
@@ -231,6 +232,10 @@ class SelfplayService:
             producer = ReliableProducer(bootstrap, client_id=f"tengen-selfplay-{self.worker_id}",
                                         max_buffered=MAX_BUFFERED_GAMES, on_delivered=self._delivered)
             self._producer = producer
+            # The progress reports have a producer of their own: the games' buffer, its count of
+            # unacknowledged games and the outbox stay the games'.
+            self._progress_producer = ReliableProducer(
+                bootstrap, client_id=f"tengen-selfplay-{self.worker_id}-progress", max_buffered=4)
             self._outbox = Outbox(bootstrap, GAMES_TOPIC, TRAINER_GROUP,
                                   lambda key, value: self._send(producer, key, value, stop), spool_dir=self.outbox_dir)
             outbox = self._outbox
@@ -252,6 +257,7 @@ class SelfplayService:
                 checks_stop.set()
                 checks.join(timeout=10.0)
                 producer.close(timeout_s=1.0)
+                self._progress_producer.close(timeout_s=1.0)
                 if len(self._outbox):
                     log.info("selfplay: %d published games not yet committed by the trainer at exit",
                              len(self._outbox))
@@ -460,8 +466,6 @@ class SelfplayService:
                     warned = True
 
     def _delivered(self, topic: str, key: bytes, metadata: Any) -> None:
-        if topic != GAMES_TOPIC:
-            return  # a progress report
         self.metrics.published.inc()
         if self._outbox is not None:
             self._outbox.delivered(key.decode(), metadata.partition, metadata.offset)
@@ -494,9 +498,9 @@ class SelfplayService:
                 log.info("selfplay: %s (%d games so far)", self.state, self.games_done)
             games, positions, last = self.games_done, self.positions_done, now
             evaluations, batches = evaluations_now, batches_now
-            producer = self._producer
-            if producer is not None:
-                progress.publish(producer, progress.selfplay_reporter(self.worker_id), {
+            reports = self._progress_producer
+            if reports is not None:
+                progress.publish(reports, progress.selfplay_reporter(self.worker_id), {
                     "games": self.games_done, "games_per_s": games_rate, "positions_per_s": positions_rate,
                     "version": self.version, "boards": self.boards.describe() if self.boards else None})
 

@@ -49,7 +49,7 @@ from tengen.loop.messages import (
     wait_for_loop_topics,
 )
 from tengen.loop.record import append_run_record, run_began, run_record
-from tengen.nn.export import export_model
+from tengen.nn.export import export_model, export_net_samples
 from tengen.nn.loss import LOSS_TERMS
 from tengen.train.ingest import IngestStats, ingest
 from tengen.train.learner import Learner, NonFiniteError
@@ -110,6 +110,10 @@ class TrainerService:
             seen = self.learner.start_from(self.data_dir.init_model)
             log.info("warm start: weights from %s (trained on %d samples elsewhere); this run's samples start at 0",
                      self.data_dir.init_model, seen)
+        # A warm-started run's net had trained elsewhere first: its candidates say so (init_from), so
+        # that the curriculum counts the net's samples in all (tengen.nn.export.net_samples).
+        self.prior_samples = (export_net_samples(self.data_dir.init_model) or 0) if self.data_dir.init_model.is_file() \
+            else 0
         self.checkpoint_every_s = checkpoint_every_s
         self.log_every_s = log_every_s
         self.train_slice_s = train_slice_s
@@ -260,9 +264,12 @@ class TrainerService:
         name = candidate_name(samples)
         path = self.data_dir.candidate(name)
         net = self.learner.candidate()
-        plays = self.config.game.boards_at(samples).sizes  # the boards it plays once served (the curriculum)
-        export_model(net, path, samples, extra={"name": name, "swa_snapshots": self.learner.swa.snapshots,
-                                                  "trained_board_sizes": list(plays)})
+        extra: dict[str, Any] = {"name": name, "swa_snapshots": self.learner.swa.snapshots}
+        if self.prior_samples:
+            extra["init_from"] = {"samples_seen": self.prior_samples}
+        # The boards the curriculum has it play once served, the size `tengen gtp` defaults to.
+        extra["trained_board_sizes"] = list(self.config.game.boards_at(samples + self.prior_samples).sizes)
+        export_model(net, path, samples, extra=extra)
         announcement = CandidateAnnouncement(name=name, path=str(path), samples=samples,
                                              arch=self.config.trainer.arch, created=time.time())
         producer.send(CANDIDATES_TOPIC, name, announcement.to_bytes())
