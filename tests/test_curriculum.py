@@ -12,6 +12,7 @@ from tengen.config import Boards, ConfigError, load_config
 from tengen.gate.net_match import NetMatchSettings
 from tengen.infra.kafka import KafkaAdapterError
 from tengen.loop.messages import ModelAnnouncement
+from tengen.nn.export import net_samples
 from tengen.selfplay.game import SelfplaySettings
 
 
@@ -56,6 +57,19 @@ def test_selfplay_and_gating_play_the_boards_of_the_nets_samples() -> None:
     match_late = NetMatchSettings.from_config(config, 500_000)
     assert match_early.board_sizes == [7] and match_late.board_sizes == [9]
     assert match_early.komi == match_late.komi == config.gating.komi
+
+
+def test_a_warm_started_nets_samples_count_its_past() -> None:
+    """The curriculum is keyed on what a net has trained on in all: a run started from another's
+    net (an init model, or the first stage of a tengen before this one) is past the first board."""
+    assert net_samples({"samples_seen": 1000}) == 1000
+    assert net_samples({"samples_seen": 0, "init_from": {"path": "x.pt", "samples_seen": 480_000}}) == 480_000
+    assert net_samples({"samples_seen": 20_000, "init_from": {"samples_seen": 480_000}}) == 500_000
+    assert load_config("cpu").game.boards_at(net_samples({"samples_seen": 0, "init_from": {"samples_seen": 480_000}})) \
+        .sizes == (9,)
+    for broken in ({}, {"samples_seen": -1}, {"samples_seen": "many"}, {"samples_seen": True}):
+        assert net_samples(broken) is None
+    assert net_samples({"samples_seen": 5, "init_from": {"samples_seen": "many"}}) == 5
 
 
 def test_model_announcements_carry_the_versions_samples() -> None:
