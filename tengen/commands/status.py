@@ -43,7 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _started(records: Path) -> tuple[str | None, float | None]:
-    """The preset and start time (Unix seconds) of the newest `tengen run` on the data dir."""
+    """The preset and start time (Unix seconds) of the trainer's newest start on the data dir (its
+    run records)."""
     from tengen.infra.files import read_lines
 
     preset = started = None
