@@ -541,7 +541,7 @@ def test_entry_point_help_token_file_and_sigterm(tmp_path: Path) -> None:
     try:
         ready = ""
         deadline = time.monotonic() + 30
-        while "ready" not in ready and time.monotonic() < deadline:
+        while "ratings service ready" not in ready and time.monotonic() < deadline:
             ready = process.stdout.readline()
             assert ready or process.poll() is None, "service exited early"
         ports = dict(part.split("=") for part in ready.split()[-2:])
