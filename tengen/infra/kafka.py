@@ -733,6 +733,44 @@ LOG_RESET_CHECK_S = 5.0  # how often a follower checks that its topic's log was 
 JOIN_FINISH_S = 6.0  # the longest a closing member waits for its own join to end (Tansu's takes ~3 s)
 
 
+def follow_topic(bootstrap: str, topic: str, client_id: str, handle: Callable[[ConsumerRecord], None],
+                 stop: threading.Event, backoff: "Backoff", reread: threading.Event | None = None) -> None:
+    """Until `stop`: read `topic` from its start, then each new record as it comes, handing each to
+    `handle`, with one consumer and no group; across broker restarts and errors it retries with
+    `backoff`, and reads from the start again when the log was reset or `reread` is set (cleared)."""
+    while not stop.is_set():
+        consumer = None
+        try:
+            # earliest: after a broker restart (empty log) the position resets to the start, so a
+            # record written right after the restart is not skipped.
+            consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id=client_id, enable_auto_commit=False,
+                                     auto_offset_reset="earliest", bootstrap_timeout_ms=5000)
+            read_to_end(consumer, topic, time.monotonic() + 30.0, handle)
+            backoff.reset()
+            checked = time.monotonic()
+            while not stop.is_set():
+                for recs in consumer.poll(timeout_ms=500).values():
+                    for rec in recs:
+                        handle(rec)
+                if reread is not None and reread.is_set():
+                    reread.clear()
+                    break  # a fresh consumer reads the topic from its start
+                if time.monotonic() - checked >= LOG_RESET_CHECK_S:
+                    if log_was_reset(consumer):
+                        break
+                    checked = time.monotonic()
+        except Exception as exc:  # keep following, whatever kafka-python raises
+            delay = backoff.next()
+            log.warning("kafka: %s lost %s on %s (%r); retrying in %.1f s", client_id, topic, bootstrap, exc, delay)
+            stop.wait(delay)
+        finally:
+            if consumer is not None:
+                try:
+                    consumer.close(autocommit=False)
+                except Exception as exc:
+                    log.debug("kafka: error closing %s: %r", client_id, exc)
+
+
 def _join_in_flight(consumer: KafkaConsumer) -> bool:
     """Whether the member's JoinGroup/SyncGroup round is in flight. kafka-python (pinned in
     pyproject) has no public way to ask: its coordinator's `rejoining` flag spans the round."""

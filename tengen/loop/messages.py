@@ -30,18 +30,15 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from kafka import KafkaConsumer
 from kafka.consumer.fetcher import ConsumerRecord
 
 from tengen.infra.kafka import (
-    LOG_RESET_CHECK_S,
     Backoff,
     KafkaAdapterError,
     ReliableProducer,
     TopicSpec,
     ensure_topics,
-    log_was_reset,
-    read_to_end,
+    follow_topic,
     read_topic,
     wait_for_topics,
 )
@@ -252,38 +249,8 @@ class ModelWatcher:
             self.on_change(ann)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            consumer = None
-            try:
-                # earliest: after a broker restart (empty log) the position resets to the start, so
-                # an announcement made right after the restart is not skipped.
-                consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="tengen-model-watcher",
-                                         enable_auto_commit=False, auto_offset_reset="earliest",
-                                         bootstrap_timeout_ms=5000)
-                read_to_end(consumer, MODELS_TOPIC, time.monotonic() + 30.0, self._apply)
-                self._backoff.reset()
-                checked = time.monotonic()
-                while not self._stop.is_set():
-                    for recs in consumer.poll(timeout_ms=500).values():
-                        for rec in recs:
-                            self._apply(rec)
-                    if self._reread.is_set():
-                        self._reread.clear()
-                        break  # a fresh consumer reads the topic from its start
-                    if time.monotonic() - checked >= LOG_RESET_CHECK_S:
-                        if log_was_reset(consumer):
-                            break
-                        checked = time.monotonic()
-            except Exception as exc:  # keep following across broker restarts
-                delay = self._backoff.next()
-                log.warning("kafka: model watcher lost %s (%r); retrying in %.1f s", self.bootstrap, exc, delay)
-                self._stop.wait(delay)
-            finally:
-                if consumer is not None:
-                    try:
-                        consumer.close(autocommit=False)
-                    except Exception as exc:
-                        log.debug("kafka: error closing watcher consumer: %r", exc)
+        follow_topic(self.bootstrap, MODELS_TOPIC, "tengen-model-watcher", self._apply, self._stop, self._backoff,
+                     self._reread)
 
     def close(self) -> None:
         self._stop.set()

@@ -18,7 +18,6 @@ and the figures of its status line, with the duration it was given, which only i
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -28,18 +27,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from kafka import KafkaConsumer
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tengen.infra.kafka import (
-    LOG_RESET_CHECK_S,
-    Backoff,
-    BufferFullError,
-    KafkaAdapterError,
-    RecordSender,
-    log_was_reset,
-    read_to_end,
-)
+from tengen.infra.kafka import Backoff, BufferFullError, KafkaAdapterError, RecordSender, follow_topic
 from tengen.loop.layout import DataDir
 from tengen.loop.messages import PROGRESS_TOPIC
 
@@ -179,32 +169,7 @@ class ProgressFollower:
             self._reports[report.reporter] = report
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            consumer = None
-            try:
-                consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="tengen-progress-follower",
-                                         enable_auto_commit=False, auto_offset_reset="earliest",
-                                         bootstrap_timeout_ms=5000)
-                read_to_end(consumer, PROGRESS_TOPIC, time.monotonic() + 60.0, self._apply)
-                self._backoff.reset()
-                checked = time.monotonic()
-                while not self._stop.is_set():
-                    for records in consumer.poll(timeout_ms=1000).values():
-                        for rec in records:
-                            self._apply(rec)
-                    if time.monotonic() - checked >= LOG_RESET_CHECK_S:
-                        if log_was_reset(consumer):
-                            break  # a restarted one-box broker: read its new log from the start
-                        checked = time.monotonic()
-            except Exception as exc:  # keep following across broker outages, whatever kafka-python raises
-                delay = self._backoff.next()
-                log.warning("progress: lost %s on %s (%r); the page keeps the last figures; again in %.0f s",
-                            PROGRESS_TOPIC, self.bootstrap, exc, delay)
-                self._stop.wait(delay)
-            finally:
-                if consumer is not None:
-                    with contextlib.suppress(Exception):
-                        consumer.close(autocommit=False)
+        follow_topic(self.bootstrap, PROGRESS_TOPIC, "tengen-progress-follower", self._apply, self._stop, self._backoff)
 
     def close(self) -> None:
         self._stop.set()
